@@ -1,0 +1,89 @@
+"""What every tensorgym environment shares: a workload, a space, and an evaluator.
+
+Subclasses declare their ``space_name`` and their Gymnasium spaces, and
+implement ``reset``/``step``; this base resolves the target, opens the
+database, starts (lazily) a measurer, and closes what it opened.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from ..database import Database
+from ..evaluator import Evaluator
+from ..measure.measurer import Measurer
+from ..spaces import Space
+from ..target import Target, resolve_target
+from ..workloads import Workload
+
+DEFAULT_DB_ENV = "TENSORGYM_DB"
+
+
+def default_db_path() -> Path:
+    """``$TENSORGYM_DB`` if set, else ``~/.cache/tensorgym/records.db``."""
+    env = os.environ.get(DEFAULT_DB_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "tensorgym" / "records.db"
+
+
+class TuningEnv(gym.Env):
+    """Base of tensorgym environments over one workload and one search space.
+
+    Args:
+        workload: the operator instance to tune.
+        target: ``"llvm"`` (the local CPU, default) or a :class:`~tensorgym.target.Target`.
+        db: a :class:`~tensorgym.database.Database` or a path to its SQLite file
+            (default: :func:`default_db_path`); measurements are stored there and reused.
+        measurer: a shared :class:`~tensorgym.measure.Measurer`; by default the env
+            starts its own on first use and stops it in :meth:`close`.
+        max_steps: steps per episode before truncation.
+        render_mode: ``None`` or ``"ansi"``.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    space_name: str = ""
+
+    def __init__(self, workload: Workload, *, target: Target | str | None = None,
+                 db: Database | str | Path | None = None, measurer: Measurer | None = None,
+                 max_steps: int = 64, render_mode: str | None = None, **space_options: Any):
+        if not isinstance(workload, Workload):
+            raise TypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.workload = workload
+        self.target = resolve_target(target)
+        self.search_space: Space = self.make_space(workload, self.target, **space_options)
+        self.max_steps = max_steps
+        self.render_mode = render_mode
+        self._owns_db = not isinstance(db, Database)
+        self.database = db if isinstance(db, Database) else Database(db if db is not None else default_db_path())
+        self._owns_measurer = measurer is None
+        self._measurer = measurer
+        self._evaluator: Evaluator | None = None
+
+    def make_space(self, workload: Workload, target: Target, **options: Any) -> Space:
+        raise NotImplementedError
+
+    @property
+    def evaluator(self) -> Evaluator:
+        """The record source of this env (created on first use: no process starts before)."""
+        if self._evaluator is None:
+            if self._measurer is None:
+                self._measurer = Measurer(self.target)
+            self._evaluator = Evaluator(self.search_space, self.database, self._measurer)
+        return self._evaluator
+
+    def close(self) -> None:
+        if self._owns_measurer and self._measurer is not None:
+            self._measurer.close()
+            self._measurer = None
+            self._evaluator = None
+        if self._owns_db and self.database is not None:
+            self.database.close()
+            self._owns_db = False
+        super().close()

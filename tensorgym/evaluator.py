@@ -1,0 +1,66 @@
+"""Answer configs with records: from the database if measured before, else by measuring.
+
+The :class:`Evaluator` is the one path from "I want to know how fast this
+config is" to a :class:`Record`, shared by environments and the Tuner API:
+
+* a config already in the database (this run, an earlier run, or another
+  process) is answered from it and never measured again;
+* the others are measured as one batch (built in parallel, timed one by one,
+  checked against NumPy since they are new), and each record is committed to
+  the database the moment it exists, before the next kernel is timed: a run
+  killed mid-batch keeps every measurement it finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .database import Database
+from .measure.measurer import Measurer
+from .record import Record
+from .spaces.base import Config, Space
+
+
+class Evaluator:
+    """Records for the configs of one space, backed by a database and a measurer."""
+
+    def __init__(self, space: Space, database: Database, measurer: Measurer):
+        self.space = space
+        self.database = database
+        self.measurer = measurer
+        self._cache: dict[Config, Record] = {}
+        self.measured = 0  # configs measured by this evaluator
+        self.reused = 0  # configs answered from the database
+        database.register(space.workload, space.target)
+
+    def lookup(self, config: Config) -> Record | None:
+        """The stored record of ``config``, or None if it was never measured."""
+        record = self._cache.get(config)
+        if record is None:
+            record = self.database.get(self.space.workload.key, self.space.target.fingerprint, self.space.name, config)
+            if record is not None:
+                self._cache[config] = record
+        return record
+
+    def evaluate(self, configs: Sequence[Config]) -> list[Record]:
+        """One record per config, in order; unknown configs are measured and committed first."""
+        known: dict[Config, Record] = {}
+        missing: dict[Config, None] = {}  # ordered set
+        for config in configs:
+            if config in known or config in missing:
+                continue
+            record = self.lookup(config)
+            if record is None:
+                missing[config] = None
+            else:
+                known[config] = record
+                self.reused += 1
+
+        def commit(record: Record) -> None:
+            stored = self.database.commit(record)
+            self._cache[stored.config] = known[stored.config] = stored
+            self.measured += 1
+
+        if missing:
+            self.measurer.measure(self.space, list(missing), on_record=commit)
+        return [known[c] for c in configs]

@@ -1,0 +1,143 @@
+"""Build candidates in a process pool, then time them one by one in an isolated runner.
+
+:meth:`Measurer.measure` takes a batch of configs of one space and returns one
+:class:`Record` per config, whatever happens to the kernels:
+
+* phase 1, build: every config is compiled by the builder pool (one process
+  per core); a compiler error or crash is a ``build_error``, a build that
+  exceeds ``build_timeout`` a ``timeout``;
+* phase 2, run: the runner process loads, checks and times the kernels one
+  at a time, while the builders sit idle, so that no compile competes with a
+  timing for the cores. A kernel that kills the runner is a
+  ``runtime_error``; one that exceeds its time limit is a ``timeout``; one
+  whose output differs from NumPy is a ``wrong_result``. The runner is
+  restarted and the batch goes on.
+
+The measurer holds no results: persisting them is the
+:class:`~tensorgym.evaluator.Evaluator`'s job.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from ..record import Record, Status, summarize_samples
+from ..spaces.base import Config, Space
+from ..target import Target, resolve_target
+from .protocol import TimingProtocol
+from .tasks import FAULTS
+from .worker import Outcome, Worker, run_all
+
+log = logging.getLogger(__name__)
+
+_TASKS = "tensorgym.measure.tasks"
+
+
+class Measurer:
+    """Compiles and times kernels for one target. Use as a context manager or call :meth:`close`.
+
+    Args:
+        target: where kernels run (default: the local CPU).
+        builders: build processes (default: one per core).
+        protocol: the timing protocol.
+        build_timeout: seconds allowed to build one kernel.
+        run_timeout: seconds allowed to check and time one kernel; ``None`` scales
+            with the workload: 10 s + 25 s per GFLOP.
+        faults: test hook, ``{config: "crash" | "hang"}``: the runner crashes or
+            hangs instead of running that config's kernel.
+    """
+
+    def __init__(self, target: Target | str | None = None, *, builders: int | None = None,
+                 protocol: TimingProtocol | None = None, build_timeout: float = 120.0,
+                 run_timeout: float | None = None, faults: Mapping[Config, str] | None = None):
+        self.target = resolve_target(target)
+        self.protocol = protocol or TimingProtocol()
+        self.build_timeout = build_timeout
+        self.run_timeout = run_timeout
+        self.faults = dict(faults or {})
+        for mode in self.faults.values():
+            if mode not in FAULTS:
+                raise ValueError(f"unknown fault {mode!r}; use one of {FAULTS}")
+        self._workdir = tempfile.mkdtemp(prefix="tensorgym-")
+        n_builders = builders or self.target.num_cores
+        # One thread per builder: parallelism comes from the processes.
+        self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"})
+                          for i in range(n_builders)]
+        self._runner = Worker("runner", self._workdir, env={"TVM_NUM_THREADS": str(self.target.num_cores)})
+        self.kernels_built = 0
+        self.kernels_run = 0
+
+    # -- lifecycle -----------------------------------------------------------
+    def __enter__(self) -> "Measurer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for worker in (*self._builders, self._runner):
+            worker.close()
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    @property
+    def runner_restarts(self) -> int:
+        return self._runner.restarts
+
+    # -- measuring -------------------------------------------------------------
+    def measure(self, space: Space, configs: Sequence[Config], *, check: bool = True,
+                on_record: Callable[[Record], None] | None = None) -> list[Record]:
+        """Build, check (if ``check``) and time ``configs``; one record each, in order.
+
+        ``on_record`` is called with each record as soon as it exists (to persist it).
+        """
+        if space.target.fingerprint != self.target.fingerprint:
+            raise ValueError(f"space is for target {space.target.label}, this measurer for {self.target.label}")
+        if not configs:
+            return []
+        for worker in (*self._builders, self._runner):
+            worker.start()  # start all together: their imports overlap
+        t0 = time.monotonic()
+        builds = run_all(self._builders, [(f"{_TASKS}:build", (space, c, self._workdir), {}) for c in configs],
+                         timeout=self.build_timeout)
+        build_share = (time.monotonic() - t0) / len(configs)
+        self.kernels_built += len(configs)
+        records = []
+        for config, built in zip(configs, builds):
+            records.append(self._run_one(space, config, built, check, build_share))
+            if on_record is not None:
+                on_record(records[-1])
+        return records
+
+    def _run_one(self, space: Space, config: Config, built: Outcome, check: bool, build_share: float) -> Record:
+        build_s = built.value["seconds"] if built.ok else built.seconds
+        base = dict(workload=space.workload.key, target=self.target.fingerprint, space=space.name, config=config,
+                    build_s=build_s, wall_s=build_share, created=time.time())
+        if not built.ok:
+            status = Status.TIMEOUT if built.kind == "timeout" else Status.BUILD_ERROR
+            return Record(status=status, error=f"build: {built.error}"[:4000], **base)
+        timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
+        ran = self._runner.call(f"{_TASKS}:run", space, config, built.value["path"], check=check,
+                                protocol=self.protocol, fault=self.faults.get(config), timeout=timeout)
+        self.kernels_run += 1
+        base["run_s"] = ran.seconds
+        base["wall_s"] += ran.seconds
+        if ran.kind == "timeout":
+            return Record(status=Status.TIMEOUT, error=f"run: {ran.error}", **base)
+        if not ran.ok:
+            return Record(status=Status.RUNTIME_ERROR, error=f"run: {ran.error}"[:4000], **base)
+        result = ran.value
+        if result["status"] != "ok":
+            return Record(status=Status(result["status"]), error=result.get("error", ""), **base)
+        median, cv = summarize_samples(result["samples"])
+        return Record(status=Status.OK, latency_s=median, latency_cv=cv, samples=tuple(result["samples"]),
+                      number=result["number"], gflops=space.workload.gflops(median), **base)

@@ -1,0 +1,98 @@
+"""Functions that run inside worker processes (see :mod:`.worker`).
+
+``build`` runs in the builder pool: schedule, compile, export a shared library.
+``run`` runs in the single runner process: load the library, check it against
+the NumPy reference when asked, and time it with the :class:`TimingProtocol`.
+Both only return plain data; failures are raised and become records upstream.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..spaces.base import Config, Space
+from ..workloads import Workload
+from .protocol import TimingProtocol
+
+# Test hook: what the runner does to a config's kernel instead of running it normally.
+FAULTS = ("crash", "hang")
+
+
+@lru_cache(maxsize=4)
+def _tvm_target(target):
+    return target.tvm_target()
+
+
+def build(space: Space, config: Config, out_dir: str) -> dict[str, Any]:
+    """Apply ``config``, compile it, and export it as ``out_dir/<uuid>.so``."""
+    import tvm
+
+    t0 = time.perf_counter()
+    mod = space.apply(config)
+    executable = tvm.compile(mod, target=_tvm_target(space.target))
+    path = Path(out_dir) / f"{uuid.uuid4().hex}.so"
+    executable.export_library(str(path))
+    return {"path": str(path), "seconds": time.perf_counter() - t0}
+
+
+@lru_cache(maxsize=4)
+def reference_data(workload: Workload) -> tuple[list[np.ndarray], np.ndarray]:
+    """Fixed random inputs of a workload and their NumPy reference output."""
+    inputs = workload.random_inputs(seed=0)
+    return inputs, workload.reference(*inputs)
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    if out.shape != ref.shape:
+        return float("inf")
+    if not np.all(np.isfinite(out)):
+        return float("inf")
+    scale = float(np.max(np.abs(ref))) or 1.0
+    return float(np.max(np.abs(out.astype(np.float64) - ref))) / scale
+
+
+def run(space: Space, config: Config, path: str, *, check: bool, protocol: TimingProtocol,
+        fault: str | None = None) -> dict[str, Any]:
+    """Load, optionally check, and time one kernel. Returns a dict for :class:`Record`."""
+    import tvm
+
+    try:
+        module = tvm.runtime.load_module(path)
+    finally:
+        Path(path).unlink(missing_ok=True)
+    device = tvm.cpu(0)
+    inputs, reference = reference_data(space.workload)
+    arrays = space.kernel_arguments(config, inputs)
+    if check:
+        arrays[-1] = np.full_like(arrays[-1], np.nan)  # outputs the kernel forgets to write then fail
+    args = [tvm.runtime.tensor(a, device) for a in arrays]
+
+    if fault == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif fault == "hang":
+        while True:
+            time.sleep(3600)
+
+    t0 = time.perf_counter()
+    module["main"](*args)  # the first call: warm-up, and the checked one
+    first_call_s = time.perf_counter() - t0
+    if check:
+        out = space.canonical_output(config, [a.numpy() for a in args])
+        err = relative_error(out, reference)
+        if not err <= protocol.rtol:
+            return {"status": "wrong_result", "error": f"max relative error {err:.3g} > {protocol.rtol:g}"}
+
+    def time_samples(number: int, repeat: int) -> list[float]:
+        result = module.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=0)(*args)
+        return [float(s) for s in result.results]
+
+    samples, number = protocol.run(first_call_s, time_samples)
+    return {"status": "ok", "samples": samples, "number": number}

@@ -1,0 +1,248 @@
+"""The Tuner API: what search agents use instead of ``env.step()``.
+
+A :class:`Tuner` gives an agent a space to draw from (``sample``,
+``neighbours``), a way to measure batches (``measure``), and a budget counted
+in measurements (``budget``) and in seconds (``time_budget``). Every
+measurement goes through the environment's evaluator, so it lands in the
+database, and every agent is charged the same way:
+
+* **Trials.** Each distinct config an agent measures is one trial, whether it
+  was compiled and timed now or answered from the database (by an earlier,
+  interrupted run of the same search, say). Asking again for a config this
+  run already measured costs nothing. ``measure`` never exceeds the budget:
+  a batch that would is cut to what remains.
+* **Clock.** The tuning clock is the agent's own computing time (wall time
+  outside measurements) plus, for each trial, the wall seconds its
+  measurement took when it was made (``Record.wall_s``). A resumed run and
+  a fresh run of the same search therefore have the same clock, and agents
+  sharing a database are timed as if each had measured alone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .evaluator import Evaluator
+from .record import Record
+from .spaces.base import Config, Space
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured config of a tuning run."""
+
+    index: int  # 1-based trial number
+    elapsed_s: float  # tuning clock when the trial's result was known
+    config: Config
+    status: str
+    gflops: float | None
+    best_gflops: float  # best correct GFLOP/s so far (0 if none)
+    fresh: bool  # measured now (True) or answered from the database (False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "elapsed_s": self.elapsed_s, "config": self.config.to_json(),
+                "status": self.status, "gflops": self.gflops, "best_gflops": self.best_gflops, "fresh": self.fresh}
+
+
+@dataclass
+class TuningResult:
+    """What an agent's ``tune`` returns: the run's history and its best kernel."""
+
+    agent: str
+    workload: str  # label, e.g. ResNet-50/R5
+    workload_key: str
+    space: str
+    target: str
+    seed: int
+    budget: int | None
+    time_budget: float | None
+    trials: list[Trial] = field(default_factory=list)
+    best_config: Config | None = None
+    best_gflops: float = 0.0
+    best_latency_s: float | None = None
+    best_latency_cv: float | None = None
+    measured: int = 0  # trials compiled and timed in this run
+    reused: int = 0  # trials answered from the database
+    wall_s: float = 0.0  # real wall time of the run
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def best_at(self, trials: int | None = None, seconds: float | None = None) -> float:
+        """Best GFLOP/s within the first ``trials`` trials and/or ``seconds`` of tuning clock."""
+        best = 0.0
+        for trial in self.trials:
+            if (trials is not None and trial.index > trials) or (seconds is not None and trial.elapsed_s > seconds):
+                break
+            best = trial.best_gflops
+        return best
+
+    def trials_to_reach(self, fraction: float) -> int | None:
+        """The first trial whose best-so-far reaches ``fraction`` of the final best."""
+        for trial in self.trials:
+            if trial.best_gflops >= fraction * self.best_gflops > 0:
+                return trial.index
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent, "workload": self.workload, "workload_key": self.workload_key, "space": self.space,
+            "target": self.target, "seed": self.seed, "budget": self.budget, "time_budget": self.time_budget,
+            "best_config": self.best_config.to_json() if self.best_config else None, "best_gflops": self.best_gflops,
+            "best_latency_s": self.best_latency_s, "best_latency_cv": self.best_latency_cv, "measured": self.measured, "reused": self.reused,
+            "wall_s": self.wall_s, "extra": self.extra, "trials": [t.to_json() for t in self.trials],
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "TuningResult":
+        data = dict(data)
+        trials = [Trial(**{**t, "config": Config.from_json(t["config"])}) for t in data.pop("trials")]
+        best = data.pop("best_config")
+        return TuningResult(**data, trials=trials, best_config=Config.from_json(best) if best else None)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1))
+
+
+class Tuner:
+    """Budgeted, recorded access to one space's measurements (see the module docs).
+
+    Args:
+        evaluator: where records come from (an env's ``evaluator``).
+        budget: the most trials this run may make (None: unlimited).
+        time_budget: the most seconds of tuning clock (None: unlimited).
+        progress: show a progress bar with the best GFLOP/s so far.
+        label: the progress bar's title.
+    """
+
+    def __init__(self, evaluator: Evaluator, *, budget: int | None = 64, time_budget: float | None = None,
+                 progress: bool = False, label: str = ""):
+        if budget is not None and (not isinstance(budget, (int, np.integer)) or budget < 1):
+            raise ValueError(f"budget must be a positive number of measurements or None, got {budget!r}")
+        if time_budget is not None and time_budget <= 0:
+            raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
+        if budget is None and time_budget is None:
+            raise ValueError("give a budget, a time_budget, or both: a tuning run must end")
+        self.evaluator = evaluator
+        self.budget = None if budget is None else int(budget)
+        self.time_budget = time_budget
+        self.trials: list[Trial] = []
+        self._seen: dict[Config, Record] = {}
+        self._best: Record | None = None
+        self._start = time.monotonic()
+        self._measure_wall = 0.0  # real seconds spent inside measure()
+        self._charged = 0.0  # seconds charged for trials
+        self.measured = 0
+        self.reused = 0
+        self._bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.budget, desc=label or evaluator.space.workload.label, unit="trial",
+                             dynamic_ncols=True, leave=True)
+
+    # -- the space -------------------------------------------------------------
+    @property
+    def space(self) -> Space:
+        return self.evaluator.space
+
+    def sample(self, rng: np.random.Generator, n: int = 1) -> list[Config]:
+        """Up to ``n`` distinct random configs this run has not measured."""
+        return self.space.sample_many(rng, n, exclude=set(self._seen))
+
+    def neighbours(self, config: Config, hops: int = 1) -> list[Config]:
+        return self.space.neighbours(config, hops)
+
+    def seen(self, config: Config) -> Record | None:
+        """The record of ``config`` if this run measured it (free: no trial is charged)."""
+        return self._seen.get(config)
+
+    # -- budget ------------------------------------------------------------------
+    @property
+    def elapsed(self) -> float:
+        """The tuning clock (see the module docs)."""
+        own = time.monotonic() - self._start - self._measure_wall
+        return own + self._charged
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.budget is None else self.budget - len(self.trials)
+
+    @property
+    def exhausted(self) -> bool:
+        if self.budget is not None and len(self.trials) >= self.budget:
+            return True
+        return self.time_budget is not None and self.elapsed >= self.time_budget
+
+    # -- measuring -----------------------------------------------------------------
+    def measure(self, configs: Sequence[Config]) -> list[Record]:
+        """Records for ``configs`` (configs already measured in this run are free).
+
+        New configs beyond the remaining budget are dropped, so the result may
+        be shorter than ``configs``; nothing is measured once the budget is spent.
+        With a time budget, batches are measured in chunks of 8 so the clock is
+        checked often.
+        """
+        out: list[Record] = []
+        fresh: list[Config] = []
+        for config in dict.fromkeys(configs):
+            if config in self._seen:
+                out.append(self._seen[config])
+            elif self.remaining is None or len(fresh) < self.remaining:
+                fresh.append(config)
+        chunk = 8 if self.time_budget is not None else max(1, len(fresh))
+        for i in range(0, len(fresh), chunk):
+            if self.exhausted:
+                break
+            out.extend(self._measure_new(fresh[i:i + chunk]))
+        return out
+
+    def _measure_new(self, configs: list[Config]) -> list[Record]:
+        t0 = time.monotonic()
+        fresh = {c for c in configs if self.evaluator.lookup(c) is None}
+        records = self.evaluator.evaluate(configs)
+        wall = time.monotonic() - t0
+        self._measure_wall += wall
+        for record in records:
+            is_fresh = record.config in fresh
+            # Fresh trials share the batch's real wall time; replayed ones are charged what they cost then.
+            self._charged += wall / len(fresh) if is_fresh else record.wall_s
+            self._record_trial(record, is_fresh)
+        return records
+
+    def _record_trial(self, record: Record, fresh: bool) -> None:
+        self._seen[record.config] = record
+        if record.ok and (self._best is None or record.gflops > self._best.gflops):
+            self._best = record
+        self.measured += fresh
+        self.reused += not fresh
+        self.trials.append(Trial(len(self.trials) + 1, self.elapsed, record.config, record.status.value,
+                                 record.gflops, self._best.gflops if self._best else 0.0, fresh))
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix_str(f"best {self.trials[-1].best_gflops:.1f} GFLOP/s", refresh=False)
+
+    # -- results -----------------------------------------------------------------
+    @property
+    def best(self) -> Record | None:
+        return self._best
+
+    def result(self, agent: str, seed: int, **extra: Any) -> TuningResult:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        space = self.space
+        return TuningResult(
+            agent=agent, workload=space.workload.label, workload_key=space.workload.key, space=space.name,
+            target=space.target.fingerprint, seed=seed, budget=self.budget, time_budget=self.time_budget,
+            trials=list(self.trials), best_config=self._best.config if self._best else None,
+            best_gflops=self._best.gflops if self._best else 0.0,
+            best_latency_s=self._best.latency_s if self._best else None,
+            best_latency_cv=self._best.latency_cv if self._best else None, measured=self.measured,
+            reused=self.reused, wall_s=time.monotonic() - self._start, extra=dict(extra),
+        )
