@@ -119,9 +119,7 @@ class TileHopEnv(TuningEnv):
         """Boolean mask of the actions that stay inside the space (for MaskablePPO)."""
         if self._config is None:
             raise ResetNeeded("call reset() before action_masks()")
-        space: TilesSpace = self.search_space  # type: ignore[assignment]
-        return np.array([space.hop(self._config, a // 2, -1 if a % 2 else 1) is not None
-                         for a in range(self.action_space.n)], dtype=bool)
+        return self.search_space.hop_mask(self._config)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._record is None:

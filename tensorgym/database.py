@@ -108,6 +108,9 @@ class Database:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def __deepcopy__(self, memo) -> "Database":
+        return self  # an open connection is shared, not cloned (gym.make deep-copies env kwargs)
+
     # -- writing -------------------------------------------------------------
     def register(self, workload: Workload, target: Target) -> None:
         """Remember a workload's and target's descriptions (for ``show`` and datasets)."""

@@ -83,6 +83,11 @@ class Measurer:
             worker.close()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
+    def __deepcopy__(self, memo) -> "Measurer":
+        # A measurer is a shared service (processes, a work dir): copies of an env's
+        # kwargs, as gym.make makes, share it rather than clone it.
+        return self
+
     def __del__(self):
         try:
             self.close()

@@ -70,7 +70,14 @@ class Config(Mapping[str, ConfigValue]):
         return (Config, (dict(self._items),))
 
     def replace(self, **changes: Any) -> "Config":
-        return Config({**dict(self._items), **changes})
+        """A copy with some knobs changed (hot path of neighbour generation: unchanged values are not re-checked)."""
+        items = dict(self._items)
+        for name, value in changes.items():
+            items[name] = _freeze(name, value)
+        new = Config.__new__(Config)
+        new._items = tuple(sorted(items.items()))
+        new._hash = hash(new._items)
+        return new
 
     def to_json(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self._items}

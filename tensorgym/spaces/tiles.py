@@ -153,15 +153,15 @@ class TilesSpace(Space):
         value = config[coord.knob] if coord.level < 0 else config[coord.knob][coord.level]
         return coord.choices.index(value)
 
-    def hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
-        """Move one coordinate one step (+1 / -1) in its sorted list; None if that leaves the space."""
+    def _hopped_value(self, config: Config, coordinate: int, direction: int):
+        """The knob value after the hop, or None if the hop leaves the space."""
         coord = self.coordinates[coordinate]
         index = self.coordinate_index(config, coord) + direction
         if not 0 <= index < len(coord.choices):
             return None
         value = coord.choices[index]
         if coord.level < 0:
-            return config.replace(**{coord.knob: value})
+            return value
         tiles = list(config[coord.knob])
         tiles[coord.level] = value
         inner = prod(tiles[1:])
@@ -171,7 +171,17 @@ class TilesSpace(Space):
         tiles[0] = extent // inner
         if tiles[-1] > self.max_innermost:
             return None
-        return config.replace(**{coord.knob: tuple(tiles)})
+        return tuple(tiles)
+
+    def hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
+        """Move one coordinate one step (+1 / -1) in its sorted list; None if that leaves the space."""
+        value = self._hopped_value(config, coordinate, direction)
+        return None if value is None else config.replace(**{self.coordinates[coordinate].knob: value})
+
+    def hop_mask(self, config: Config) -> np.ndarray:
+        """``mask[2 * i + (0 if up else 1)]``: whether hopping coordinate ``i`` up/down stays in the space."""
+        return np.array([self._hopped_value(config, i, d) is not None
+                         for i in range(len(self.coordinates)) for d in (1, -1)], dtype=bool)
 
     def neighbours(self, config: Config, hops: int = 1) -> list[Config]:
         """Configs reached by moving exactly ``hops`` distinct coordinates one step each.

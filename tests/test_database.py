@@ -1,0 +1,73 @@
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tensorgym.database import Database, DatabaseError
+from tensorgym.record import Record, Status
+from tensorgym.spaces import Config
+
+
+def make_record(i: int, gflops: float = 10.0, status: Status = Status.OK) -> Record:
+    return Record("matmul(M=8,N=8,K=8,dtype=float32)", "fp", "tiles", Config({"a": i}), status,
+                  latency_s=1e-6, latency_cv=0.01, samples=(1e-6, 1.1e-6), number=3, gflops=gflops,
+                  build_s=0.1, run_s=0.2, wall_s=0.25)
+
+
+def test_commit_then_get_round_trips(db):
+    stored = db.commit(make_record(1))
+    assert stored.id is not None
+    again = db.get(stored.workload, "fp", "tiles", Config({"a": 1}))
+    assert again == stored and again.samples == (1e-6, 1.1e-6) and again.wall_s == 0.25
+
+
+def test_records_survive_reopening(tmp_path):
+    path = tmp_path / "r.db"
+    with Database(path) as db:
+        for i in range(5):
+            db.commit(make_record(i, gflops=float(i)))
+    with Database(path) as db:
+        assert len(db) == 5
+        assert [r.config["a"] for r in db.best("matmul(M=8,N=8,K=8,dtype=float32)", k=2)] == [4, 3]
+
+
+def test_first_commit_wins(db):
+    first = db.commit(make_record(1, gflops=10.0))
+    second = db.commit(make_record(1, gflops=99.0))
+    assert second == first and second.gflops == 10.0 and len(db) == 1
+
+
+def test_failed_records_are_kept_but_never_best(db):
+    db.commit(make_record(1, status=Status.TIMEOUT, gflops=None))
+    db.commit(make_record(2, gflops=5.0))
+    assert len(db.records(status=Status.TIMEOUT)) == 1
+    assert db.best("matmul(M=8,N=8,K=8,dtype=float32)")[0].config == Config({"a": 2})
+
+
+def test_two_processes_writing_the_same_file(tmp_path):
+    path = tmp_path / "shared.db"
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path.parent)!r})
+        from tensorgym.database import Database
+        from tensorgym.record import Record, Status
+        from tensorgym.spaces import Config
+        offset = int(sys.argv[1])
+        with Database({str(path)!r}) as db:
+            for i in range(200):
+                # configs 100..199 of each writer collide with the other writer's
+                db.commit(Record("w", "fp", "tiles", Config({{"a": i + offset}}), Status.OK, gflops=float(offset)))
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(off)]) for off in (0, 100)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    with Database(path) as db:
+        assert len(db) == 300
+        assert sorted(r.config["a"] for r in db.records()) == list(range(300))
+
+
+def test_not_a_database_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(DatabaseError, match="cannot use"):
+        Database(bad)
