@@ -128,3 +128,29 @@ def test_a_start_config_can_be_given(make):
     _, info = env.reset(seed=0)
     _, info2 = env.reset(options={"config": info["config"]})
     assert info2["config"] == info["config"]
+
+
+def test_the_env_survives_crashing_and_hanging_kernels(tmp_path):
+    from tensorgym.measure import Measurer
+
+    workload = tensorgym.matmul(48, 64, 32)
+    probe = tensorgym.make_env(workload, db=str(tmp_path / "probe.db"))
+    space = probe.search_space
+    start = space.sample(np.random.default_rng(7))  # what reset(seed=7) draws
+    moves = [a for a in range(probe.action_space.n) if space.hop_mask(start)[a]]
+    crash_target, hang_target = (space.hop(start, a // 2, -1 if a % 2 else 1) for a in moves[:2])
+    probe.close()
+
+    with Measurer(faults={crash_target: "crash", hang_target: "hang"}, run_timeout=3.0) as measurer:
+        env = tensorgym.make_env(workload, db=str(tmp_path / "env.db"), measurer=measurer)
+        _, info = env.reset(seed=7)
+        assert info["config"] == start.to_json()
+        for action, status in ((moves[0], "runtime_error"), (moves[1], "timeout")):
+            _, reward, _, _, info = env.step(action)
+            assert info["status"] == status and reward == FAILED_KERNEL_PENALTY
+            assert info["config"] == start.to_json()  # the state stayed where it was
+        _, _, _, _, info = env.step(moves[2])
+        assert info["status"] == "ok"  # and the env keeps working
+        records = env.database.records(workload.key)
+        assert sorted(r.status.value for r in records).count("runtime_error") == 1
+        env.close()
