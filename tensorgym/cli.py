@@ -60,8 +60,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     env = _make_env(args.env_id, args.space, args.db)
     base = tuning_env(env)
+    options = {"features": args.features} if args.features else {}
     try:
-        agent = make_agent(args.agent)
+        agent = make_agent(args.agent, **options)
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             progress=not args.quiet)
     except ValueError as exc:
@@ -134,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("env_id", help="e.g. Conv2d-ResNet-R5-v0 (see `tensorgym list`)")
     p.add_argument("--agent", default="random", help="search agent (default: random)")
     p.add_argument("--space", default="tiles", help="search space (default: tiles)")
+    p.add_argument("--features", choices=("af", "generic"),
+                   help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
     p.add_argument("--time-budget", type=float, default=None, help="seconds of tuning (default: none)")
     p.add_argument("--seed", type=int, default=0)
