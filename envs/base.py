@@ -39,6 +39,8 @@ class TuningEnv(gym.Env):
             (default: :func:`default_db_path`); measurements are stored there and reused.
         measurer: a shared :class:`~tensorgym.measure.Measurer`; by default the env
             starts its own on first use and stops it in :meth:`close`.
+        backend: ``"tvm"`` (compile and time new configs) or ``"replay"`` (answer only from
+            the database, compile nothing; moves to configs it does not hold are masked).
         max_steps: steps per episode before truncation.
         render_mode: ``None`` or ``"ansi"``.
     """
@@ -48,11 +50,16 @@ class TuningEnv(gym.Env):
 
     def __init__(self, workload: Workload, *, target: Target | str | None = None,
                  db: Database | str | Path | None = None, measurer: Measurer | None = None,
-                 max_steps: int = 64, render_mode: str | None = None, **space_options: Any):
+                 max_steps: int = 64, render_mode: str | None = None, backend: str = "tvm",
+                 **space_options: Any):
         if not isinstance(workload, Workload):
             raise TypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if backend not in ("tvm", "replay"):
+            raise ValueError(f"backend must be 'tvm' or 'replay', got {backend!r}")
+        if backend == "replay" and measurer is not None:
+            raise ValueError("backend='replay' measures nothing: do not pass a measurer")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.workload = workload
@@ -60,6 +67,7 @@ class TuningEnv(gym.Env):
         self.search_space: Space = self.make_space(workload, self.target, **space_options)
         self.max_steps = max_steps
         self.render_mode = render_mode
+        self.backend = backend
         self._owns_db = not isinstance(db, Database)
         self.database = db if isinstance(db, Database) else Database(db if db is not None else default_db_path())
         self._owns_measurer = measurer is None
@@ -73,10 +81,18 @@ class TuningEnv(gym.Env):
     def evaluator(self) -> Evaluator:
         """The record source of this env (created on first use: no process starts before)."""
         if self._evaluator is None:
-            if self._measurer is None:
+            if self._measurer is None and self.backend == "tvm":
                 self._measurer = Measurer(self.target)
             self._evaluator = Evaluator(self.search_space, self.database, self._measurer)
         return self._evaluator
+
+    def recorded_configs(self) -> list:
+        """Configs of this env's space whose kernels ran correctly, from the database (oldest first)."""
+        from ..record import Status
+
+        space = self.search_space
+        return [r.config for r in self.database.records(self.workload.key, self.target.fingerprint, space.name,
+                                                         Status.OK)]
 
     def close(self) -> None:
         if self._owns_measurer and self._measurer is not None:

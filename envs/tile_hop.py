@@ -28,6 +28,10 @@ best seen in this episode.
 
 **Episode end.** Never terminates (tuning has no goal state); truncated after
 ``max_steps`` steps.
+
+**Replay.** With ``backend="replay"`` nothing is compiled: starts are drawn
+from the database's correct records, and moves to configs the database does
+not hold are masked (and penalised like any masked action).
 """
 
 from __future__ import annotations
@@ -100,6 +104,8 @@ class TileHopEnv(TuningEnv):
         self._steps += 1
         coordinate, down = divmod(int(action), 2)
         target = self.search_space.hop(self._config, coordinate, -1 if down else 1)
+        if target is not None and self.backend == "replay" and self.evaluator.lookup(target) is None:
+            target = None
         if target is None:
             reward, status, tried = INVALID_ACTION_PENALTY, "masked", None
         else:
@@ -119,7 +125,12 @@ class TileHopEnv(TuningEnv):
         """Boolean mask of the actions that stay inside the space (for MaskablePPO)."""
         if self._config is None:
             raise ResetNeeded("call reset() before action_masks()")
-        return self.search_space.hop_mask(self._config)
+        mask = self.search_space.hop_mask(self._config)
+        if self.backend == "replay":
+            for action in np.flatnonzero(mask):
+                target = self.search_space.hop(self._config, action // 2, -1 if action % 2 else 1)
+                mask[action] = self.evaluator.lookup(target) is not None
+        return mask
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._record is None:
@@ -129,7 +140,13 @@ class TileHopEnv(TuningEnv):
 
     # -- helpers -----------------------------------------------------------------
     def _random_start(self) -> Record:
-        """Measure random configs until one runs correctly."""
+        """Measure random configs until one runs correctly (replay: draw a recorded one)."""
+        if self.backend == "replay":
+            recorded = self.recorded_configs()
+            if not recorded:
+                raise RuntimeError(f"backend='replay' needs measured configs of {self.workload.label} in "
+                                   f"{self.database.path}; it holds none (tune with backend='tvm' first)")
+            return self.evaluator.lookup(recorded[int(self.np_random.integers(len(recorded)))])
         failures = []
         for _ in range(MAX_START_ATTEMPTS):
             record = self.evaluator.evaluate([self.search_space.sample(self.np_random)])[0]

@@ -21,10 +21,14 @@ from .record import Record
 from .spaces.base import Config, Space
 
 
-class Evaluator:
-    """Records for the configs of one space, backed by a database and a measurer."""
+class NotMeasured(LookupError):
+    """A replaying evaluator was asked for a config its database does not hold."""
 
-    def __init__(self, space: Space, database: Database, measurer: Measurer):
+
+class Evaluator:
+    """Records for the configs of one space, backed by a database and a measurer (``None``: replay)."""
+
+    def __init__(self, space: Space, database: Database, measurer: Measurer | None):
         self.space = space
         self.database = database
         self.measurer = measurer
@@ -32,6 +36,10 @@ class Evaluator:
         self.measured = 0  # configs measured by this evaluator
         self.reused = 0  # configs answered from the database
         database.register(space.workload, space.target)
+
+    @property
+    def replay(self) -> bool:
+        return self.measurer is None
 
     def lookup(self, config: Config) -> Record | None:
         """The stored record of ``config``, or None if it was never measured."""
@@ -61,6 +69,10 @@ class Evaluator:
             self._cache[stored.config] = known[stored.config] = stored
             self.measured += 1
 
+        if missing and self.measurer is None:
+            raise NotMeasured(f"{len(missing)} config(s) of {self.space.workload.label} are not in "
+                              f"{self.database.path} (replay answers only measured configs), e.g. "
+                              f"{next(iter(missing)).key}")
         if missing:
             self.measurer.measure(self.space, list(missing), on_record=commit)
         return [known[c] for c in configs]

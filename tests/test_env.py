@@ -154,3 +154,26 @@ def test_the_env_survives_crashing_and_hanging_kernels(tmp_path):
         records = env.database.records(workload.key)
         assert sorted(r.status.value for r in records).count("runtime_error") == 1
         env.close()
+
+
+def test_replay_answers_from_the_database_without_compiling(make, tmp_path):
+    env = make("matmul")
+    _, info = env.reset(seed=0)
+    for _ in range(4):
+        env.step(int(np.flatnonzero(info["action_mask"])[0]))
+    recorded = {r.config for r in env.unwrapped.database.records()}
+    env.close()
+
+    replay = gym.make(SMALL["matmul"][0], db=str(tmp_path / "env.db"), backend="replay", **SMALL["matmul"][1])
+    _, info = replay.reset(seed=1)
+    for _ in range(10):
+        allowed = np.flatnonzero(info["action_mask"])
+        if not allowed.size:
+            break
+        _, _, _, _, info = replay.step(int(allowed[0]))
+        assert info["status"] == "ok"
+    assert replay.unwrapped._measurer is None and replay.unwrapped.evaluator.measured == 0
+    assert {r.config for r in replay.unwrapped.database.records()} == recorded
+    replay.close()
+    with pytest.raises(ValueError, match="backend"):
+        gym.make("Conv2d-ResNet-R5-v0", backend="gpu")
