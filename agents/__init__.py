@@ -5,16 +5,20 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from .base import Agent, tuning_env
+from .base import Agent, tuning_env  # noqa: I001  (before the baselines import: it needs .base)
 from .cost_model import CostModel
 from .dgd import DGDAgent
 from .ga import GAAgent
+from .optuna_agent import OptunaAgent
 from .random_search import RandomAgent
+from ..baselines.metaschedule import MetaScheduleAgent
 
 AGENTS: dict[str, type[Agent]] = {
     "random": RandomAgent,
     "ga": GAAgent,
     "dgd": DGDAgent,
+    "optuna": OptunaAgent,
+    "metaschedule": MetaScheduleAgent,
 }
 
 
@@ -32,4 +36,5 @@ def make_agent(name: str, **options: Any) -> Agent:
     return cls(**options)
 
 
-__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "GAAgent", "RandomAgent", "make_agent", "tuning_env"]
+__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "GAAgent", "MetaScheduleAgent", "OptunaAgent", "RandomAgent",
+           "make_agent", "tuning_env"]

@@ -1,4 +1,5 @@
-"""What agents are compared with: vendor libraries (``import tensorgym.baselines``)."""
+"""What agents are compared with (``import tensorgym.baselines``): vendor libraries, TVM MetaSchedule,
+and the leaderboard that runs them all side by side."""
 
 from .vendor import VendorResult, VendorUnavailable, time_vendor, vendor_choices
 

@@ -3,6 +3,8 @@
   tensorgym list [--suite NAME]                 every registered environment, its shape and GFLOP count
   tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] ...
                                                 tune one env; re-running with the same --db resumes
+  tensorgym compare ENV_ID [ENV_ID ...] --agents random,ga,dgd --budget N --seeds S
+                                                every agent on every env, one run: table, CSV/JSON, PNG
   tensorgym show PATH                           the best record per workload in a database
 """
 
@@ -145,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor library")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_tune)
+
+    from .baselines.leaderboard import add_compare_parser
+
+    add_compare_parser(sub)
 
     p = sub.add_parser("show", help="best record per workload in a database")
     p.add_argument("path", help="database file")

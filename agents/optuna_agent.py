@@ -1,0 +1,312 @@
+"""Optuna over the ``tiles`` space: TPE by default, Gaussian-process or CMA-ES samplers where they fit.
+
+**Parametrisation.** Optuna sees one integer parameter per hop coordinate of
+the :class:`~tensorgym.spaces.TilesSpace` (``f.1``, ``f.2``, ``f.3``,
+``rc.1``, ..., ``unroll``, ``cache_write``): the index of the coordinate's
+value in its sorted choice list, i.e. for a tile level the index of a divisor
+of the loop extent. Integers, not categoricals, because neighbouring
+divisors behave alike (a tile of 8 is more like 16 than like 1), which TPE's
+Parzen estimators, the GP's kernel and CMA-ES's Gaussian all exploit; a
+categorical over a loop's whole factorisation list (120 entries for a
+128-extent loop) would leave TPE no structure to learn in 128 trials.
+
+Independent per-level divisors need not multiply to a divisor of the extent,
+so the chosen levels are **repaired**, innermost first: each level takes the
+divisor of the still-unassigned extent nearest (in log scale, ties to the
+smaller) to the requested one, the innermost level at most the space's
+``max_innermost``; level 0 takes what is left. A valid request is left
+unchanged, so every config of the space is reachable and the map from
+parameters to configs is onto. Optuna learns from the parameters it asked;
+the repaired config is what is measured.
+
+**Duplicates.** Several parameter vectors repair to the same config, and
+samplers repeat themselves late in a run. A config this run already measured
+is answered from the :class:`~tensorgym.tuner.Tuner` (``tuner.seen``): the
+trial is told the known value and costs no measurement and no budget. After
+``max_duplicates`` duplicates in a row, the agent proposes a random config the
+run has not measured (``tuner.sample``) through ``study.enqueue_trial``, so a
+converged sampler cannot loop forever; when no unmeasured config is left the
+search ends early.
+
+**Failures.** A kernel that fails to build, crashes, times out or computes a
+wrong result is told the value 0 GFLOP/s (the study maximises GFLOP/s), so
+samplers learn to avoid its region; a FAIL state would hide it from TPE and
+invite the same proposal again. Trials asked but not measured because the
+budget ran out are told FAIL.
+
+**Storage and resume.** The study is kept in an Optuna RDB storage in SQLite,
+by default ``<tensorgym db path>.optuna.db`` beside the tensorgym database
+(its own file: tensorgym's tables are not touched), named after (workload,
+space, target, agent, sampler, seed) and opened with ``load_if_exists=True``.
+A re-run replays the study's trials, in order, through the Tuner (the
+tensorgym database answers them without compiling, and the Tuner charges
+them their original wall time), tells trials left RUNNING by an interrupted
+run, and asks for more until the budget is spent. An in-memory tensorgym
+database gets an in-memory study.
+
+**Determinism.** The sampler is seeded from the agent's ``rng``, and every
+ask/tell happens in one process in a fixed order, so a seed gives the same
+proposals (measured values aside). Replayed runs continue with a freshly
+seeded sampler: the measurements already made are reused, the proposals after
+them may differ from an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ..record import Record
+from ..spaces.base import Config
+from ..spaces.tiles import TilesSpace, divisors
+from ..tuner import Tuner, TuningResult
+from .base import Agent
+
+log = logging.getLogger(__name__)
+
+SAMPLERS = ("tpe", "gp", "cmaes", "random")
+
+
+def _optuna():
+    try:
+        import optuna
+    except ImportError:  # pragma: no cover - optuna is a dependency
+        raise ImportError("the optuna agent needs Optuna: pip install optuna") from None
+    return optuna
+
+
+class TilesParametrisation:
+    """Optuna parameters <-> configs of a :class:`TilesSpace` (see the module docs)."""
+
+    def __init__(self, space: TilesSpace):
+        if not isinstance(space, TilesSpace):
+            raise TypeError(f"the optuna agent works in the tiles space, got {type(space).__name__}")
+        self.space = space
+        self.coordinates = space.coordinates
+
+    def distributions(self) -> dict[str, Any]:
+        optuna = _optuna()
+        return {c.label: optuna.distributions.IntDistribution(0, len(c.choices) - 1) for c in self.coordinates}
+
+    @property
+    def signature(self) -> dict[str, int]:
+        """Parameter name -> number of values; a stored study must have the same."""
+        return {c.label: len(c.choices) for c in self.coordinates}
+
+    def config(self, params: Mapping[str, int]) -> Config:
+        """The (repaired) config of a parameter vector."""
+        space = self.space
+        requested: dict[str, list[int]] = {lp.name: [1] * space.levels[lp.name] for lp in space.loops}
+        values: dict[str, Any] = {}
+        for coord in self.coordinates:
+            index = min(max(int(params[coord.label]), 0), len(coord.choices) - 1)
+            if coord.level < 0:
+                values[coord.knob] = coord.choices[index]
+            else:
+                requested[coord.knob][coord.level] = coord.choices[index]
+        for lp in space.loops:
+            values[lp.name] = self._repair(lp.extent, requested[lp.name])
+        return Config(values)
+
+    def params(self, config: Config) -> dict[str, int]:
+        """The parameter vector that maps to ``config`` unchanged."""
+        self.space.check(config)
+        return {c.label: self.space.coordinate_index(config, c) for c in self.coordinates}
+
+    def _repair(self, extent: int, levels: list[int]) -> tuple[int, ...]:
+        tiles = [1] * len(levels)
+        left = extent
+        for level in range(len(levels) - 1, 0, -1):
+            options = divisors(left)
+            if level == len(levels) - 1:
+                options = tuple(d for d in options if d <= self.space.max_innermost)
+            want = math.log(levels[level])
+            tiles[level] = min(options, key=lambda d: (abs(math.log(d) - want), d))
+            left //= tiles[level]
+        tiles[0] = left
+        return tuple(tiles)
+
+
+class OptunaAgent(Agent):
+    """Black-box optimisation of the tiles space with an Optuna sampler.
+
+    Args:
+        sampler: ``"tpe"`` (default; Optuna's multivariate TPE), ``"gp"``
+            (Gaussian-process Bayesian optimisation; needs PyTorch and SciPy,
+            and takes seconds per proposal late in a run), ``"cmaes"`` (needs
+            the ``cmaes`` package, which tensorgym does not install) or
+            ``"random"``.
+        storage: where the study lives: ``"auto"`` (beside the tensorgym
+            database, see the module docs), ``None`` (in memory: no resume),
+            an SQLAlchemy URL such as ``"sqlite:///study.db"``, or an Optuna
+            storage object.
+        batch_size: configs proposed before they are measured together (built
+            in parallel, timed one by one). 1 lets every proposal see every
+            earlier result; larger batches use TPE's constant liar.
+        n_startup_trials: random trials before the model-based sampler starts.
+        max_duplicates: already-measured proposals in a row after which a
+            random unmeasured config is proposed instead.
+    """
+
+    name = "optuna"
+
+    def __init__(self, sampler: str = "tpe", storage: Any = "auto", batch_size: int = 2, n_startup_trials: int = 10,
+                 max_duplicates: int = 32):
+        if sampler not in SAMPLERS:
+            raise ValueError(f"unknown Optuna sampler {sampler!r}; use one of {SAMPLERS}")
+        if sampler == "cmaes":
+            try:
+                import cmaes  # noqa: F401
+            except ImportError:
+                raise ValueError("sampler='cmaes' needs the cmaes package: pip install cmaes "
+                                 "(or use sampler='tpe' or 'gp')") from None
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if n_startup_trials < 0:
+            raise ValueError(f"n_startup_trials must be >= 0, got {n_startup_trials}")
+        if max_duplicates < 1:
+            raise ValueError(f"max_duplicates must be >= 1, got {max_duplicates}")
+        self.sampler = sampler
+        self.storage = storage
+        self.batch_size = batch_size
+        self.n_startup_trials = n_startup_trials
+        self.max_duplicates = max_duplicates
+        self._tune_seed: int | None = None
+
+    def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
+             progress: bool = False) -> TuningResult:
+        self._tune_seed = seed  # names the study, so that a re-run with this seed resumes it
+        try:
+            return super().tune(env, budget=budget, time_budget=time_budget, seed=seed, progress=progress)
+        finally:
+            self._tune_seed = None
+
+    # -- study plumbing ----------------------------------------------------------
+    def make_sampler(self, seed: int):
+        optuna = _optuna()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            if self.sampler == "tpe":
+                return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.n_startup_trials,
+                                                  constant_liar=self.batch_size > 1)
+            if self.sampler == "gp":
+                return optuna.samplers.GPSampler(seed=seed, n_startup_trials=self.n_startup_trials)
+            if self.sampler == "cmaes":
+                return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=self.n_startup_trials,
+                                                    warn_independent_sampling=False)
+            return optuna.samplers.RandomSampler(seed=seed)
+
+    def resolve_storage(self, tuner: Tuner):
+        """The Optuna storage for this run (None: in memory)."""
+        if self.storage != "auto":
+            return self.storage
+        database = getattr(tuner.evaluator, "database", None)
+        path = getattr(database, "path", None)
+        if not path or path == ":memory:":
+            return None
+        optuna = _optuna()
+        return optuna.storages.RDBStorage(f"sqlite:///{path}.optuna.db",
+                                          engine_kwargs={"connect_args": {"timeout": 60}})
+
+    def study_name(self, tuner: Tuner, seed_label: str) -> str:
+        space = tuner.space
+        return (f"tensorgym/{self.name}/{self.sampler}/{space.workload.key}/{space.name}/"
+                f"{space.target.fingerprint}/seed={seed_label}")
+
+    # -- search --------------------------------------------------------------------
+    def search(self, tuner: Tuner, rng: np.random.Generator) -> dict[str, Any]:
+        optuna = _optuna()
+        params = TilesParametrisation(tuner.space)  # type: ignore[arg-type]
+        distributions = params.distributions()
+        sampler_seed = int(rng.integers(2**31 - 1))
+        seed_label = str(self._tune_seed) if self._tune_seed is not None else f"rng{sampler_seed}"
+        storage = self.resolve_storage(tuner)
+        name = self.study_name(tuner, seed_label)
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # one INFO line per trial otherwise
+        try:
+            study = optuna.create_study(study_name=name, storage=storage, sampler=self.make_sampler(sampler_seed),
+                                        direction="maximize", load_if_exists=True)
+            stored = study.user_attrs.get("parameters")
+            if stored is None:
+                study.set_user_attr("parameters", params.signature)
+            elif stored != params.signature:
+                raise ValueError(f"the Optuna study {name!r} in {storage} was made with other parameters "
+                                 f"({stored}); delete it or pass another storage= to the optuna agent")
+            stats = {"duplicates": 0, "fallbacks": 0, "replayed": self._replay(study, params, tuner)}
+            self._optimise(study, params, distributions, tuner, rng, stats)
+        finally:
+            optuna.logging.set_verbosity(verbosity)
+            if self.storage == "auto" and storage is not None:
+                storage.engine.dispose()  # ours: release the SQLite file
+        url = getattr(storage, "url", storage)
+        return {"sampler": self.sampler, "study": name, "storage": str(url) if url else "memory", **stats}
+
+    def _replay(self, study, params: TilesParametrisation, tuner: Tuner) -> int:
+        """Feed the trials of an earlier run of this study back through the Tuner; returns how many."""
+        optuna = _optuna()
+        states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING)
+        earlier = [t for t in study.get_trials(deepcopy=False, states=states) if set(t.params) == set(params.signature)]
+        if not earlier:
+            return 0
+        earlier.sort(key=lambda t: t.number)
+        configs = [params.config(t.params) for t in earlier]
+        records = {r.config: r for r in tuner.measure(configs)}
+        for trial, config in zip(earlier, configs):
+            if trial.state == optuna.trial.TrialState.RUNNING:  # left behind by an interrupted run
+                self._tell(study, trial.number, records.get(config) or tuner.seen(config))
+        log.info("resumed Optuna study %s: %d earlier trials replayed", study.study_name, len(earlier))
+        return len(earlier)
+
+    def _optimise(self, study, params: TilesParametrisation, distributions: dict, tuner: Tuner,
+                  rng: np.random.Generator, stats: dict[str, int]) -> None:
+        in_a_row = 0  # duplicate proposals since the last new config
+        while not tuner.exhausted:
+            want = self.batch_size if tuner.remaining is None else min(self.batch_size, tuner.remaining)
+            batch: dict[Config, None] = {}  # new configs, in proposal order
+            asked: list[tuple[int, Config]] = []
+            while len(batch) < want:
+                if in_a_row >= self.max_duplicates:
+                    fresh = [c for c in tuner.sample(rng, want) if c not in batch]
+                    if not fresh:
+                        break  # every config of the space has been measured
+                    study.enqueue_trial(params.params(fresh[0]))
+                    stats["fallbacks"] += 1
+                    in_a_row = 0
+                trial = study.ask(distributions)
+                config = params.config(trial.params)
+                known = tuner.seen(config)
+                if known is not None:
+                    self._tell(study, trial, known)
+                    stats["duplicates"] += 1
+                    in_a_row += 1
+                    continue
+                if config in batch:
+                    stats["duplicates"] += 1
+                    in_a_row += 1
+                else:
+                    batch[config] = None
+                    in_a_row = 0
+                asked.append((trial, config))
+            if not batch:
+                return
+            records = {r.config: r for r in tuner.measure(list(batch))}
+            for trial, config in asked:
+                self._tell(study, trial, records.get(config))
+
+    @staticmethod
+    def _tell(study, trial: Any, record: Record | None) -> None:
+        """Tell ``trial`` (an asked Trial, or the number of a stored one) what its config measured."""
+        optuna = _optuna()
+        if record is None:  # asked, but the budget ran out before it was measured
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return
+        if isinstance(trial, optuna.trial.Trial):
+            trial.set_user_attr("status", record.status.value)
+        study.tell(trial, float(record.gflops) if record.ok and record.gflops else 0.0)
