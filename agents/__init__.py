@@ -5,29 +5,41 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from .base import Agent, tuning_env  # noqa: I001  (before the baselines import: it needs .base)
+import importlib
+
+from .base import Agent, tuning_env
 from .cost_model import CostModel
 from .dgd import DGDAgent
 from .ga import GAAgent
 from .optuna_agent import OptunaAgent
 from .random_search import RandomAgent
-from ..baselines.metaschedule import MetaScheduleAgent
 
-AGENTS: dict[str, type[Agent]] = {
+# Name -> agent class, or "module:Class" for agents imported on first use (the MetaSchedule
+# peer lives in tensorgym.baselines, which imports this package).
+AGENTS: dict[str, type[Agent] | str] = {
     "random": RandomAgent,
     "ga": GAAgent,
     "dgd": DGDAgent,
     "optuna": OptunaAgent,
-    "metaschedule": MetaScheduleAgent,
+    "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",
 }
+
+
+def agent_class(name: str) -> type[Agent]:
+    """The class registered as ``name``."""
+    try:
+        entry = AGENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown agent {name!r}; available: {', '.join(sorted(AGENTS))}") from None
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = AGENTS[name] = getattr(importlib.import_module(module), attr)
+    return entry
 
 
 def make_agent(name: str, **options: Any) -> Agent:
     """The agent registered as ``name``, built with ``options`` (its constructor's keyword arguments)."""
-    try:
-        cls = AGENTS[name]
-    except KeyError:
-        raise ValueError(f"unknown agent {name!r}; available: {', '.join(sorted(AGENTS))}") from None
+    cls = agent_class(name)
     accepted = inspect.signature(cls).parameters
     unknown = sorted(set(options) - set(accepted))
     if unknown:
@@ -36,5 +48,5 @@ def make_agent(name: str, **options: Any) -> Agent:
     return cls(**options)
 
 
-__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "GAAgent", "MetaScheduleAgent", "OptunaAgent", "RandomAgent",
+__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "GAAgent", "OptunaAgent", "RandomAgent", "agent_class",
            "make_agent", "tuning_env"]

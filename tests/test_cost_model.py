@@ -98,16 +98,22 @@ def test_user_errors(space, landscape):
 
 @pytest.mark.slow
 def test_model_ranks_real_measurements(tmp_path, measurer):
-    """Kendall tau > 0 on a held-out split of real, compiled and timed kernels."""
+    """Kendall tau > 0 on held-out splits of real, compiled and timed kernels.
+
+    With a few dozen training kernels the tau of one split is noisy (it ranged
+    from -0.17 to 0.29 over splits of 60 kernels), so 120 kernels are recorded
+    and the mean over five 70/30 splits must be positive.
+    """
     env = tensorgym.make_env(tensorgym.matmul(128, 128, 128), db=tmp_path / "x.db", measurer=measurer)
     try:
         space = env.search_space
-        configs = space.sample_many(np.random.default_rng(11), 60)
+        configs = space.sample_many(np.random.default_rng(11), 120)
         records = env.evaluator.evaluate(configs)
-        assert sum(r.ok for r in records) >= 50
+        assert sum(r.ok for r in records) >= 100
         gflops = [r.gflops if r.ok else None for r in records]
         for features in ("generic", "af"):
-            tau = holdout_kendall_tau(space, configs, gflops, features=features, train_fraction=0.6, seed=0)
-            assert tau > 0, (features, tau)
+            taus = [holdout_kendall_tau(space, configs, gflops, features=features, train_fraction=0.7, seed=s)
+                    for s in range(5)]
+            assert np.mean(taus) > 0, (features, taus)
     finally:
         env.close()
