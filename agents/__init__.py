@@ -13,6 +13,7 @@ from .dgd import DGDAgent
 from .ga import GAAgent
 from .optuna_agent import OptunaAgent
 from .random_search import RandomAgent
+from .random_structured import RandomStructuredAgent
 
 # Name -> agent class, or "module:Class" for agents imported on first use (the MetaSchedule
 # peer lives in tensorgym.baselines, which imports this package).
@@ -21,6 +22,7 @@ AGENTS: dict[str, type[Agent] | str] = {
     "ga": GAAgent,
     "dgd": DGDAgent,
     "optuna": OptunaAgent,
+    "random-structured": RandomStructuredAgent,
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",
 }
 
@@ -48,5 +50,6 @@ def make_agent(name: str, **options: Any) -> Agent:
     return cls(**options)
 
 
-__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "GAAgent", "OptunaAgent", "RandomAgent", "agent_class",
+__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "GAAgent", "OptunaAgent", "RandomAgent", "RandomStructuredAgent",
+           "agent_class",
            "make_agent", "tuning_env"]

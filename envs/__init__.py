@@ -1,10 +1,11 @@
 """Gymnasium environments of tensorgym (``import tensorgym.envs``)."""
 
 from .base import TuningEnv, default_db_path
+from .microkernel_env import MicrokernelEnv
 from .registration import ENV_CLASSES, make_env, register_envs
 from .tile_hop import FAILED_KERNEL_PENALTY, INVALID_ACTION_PENALTY, TileHopEnv
 
 register_envs()
 
-__all__ = ["ENV_CLASSES", "FAILED_KERNEL_PENALTY", "INVALID_ACTION_PENALTY", "TileHopEnv", "TuningEnv",
+__all__ = ["ENV_CLASSES", "FAILED_KERNEL_PENALTY", "INVALID_ACTION_PENALTY", "MicrokernelEnv", "TileHopEnv", "TuningEnv",
            "default_db_path", "make_env", "register_envs"]

@@ -5,8 +5,9 @@
 * ``tensorgym/Conv2d-v0`` and ``tensorgym/Matmul-v0`` for shapes of your own:
   ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``.
 
-Every id takes the env keyword arguments: ``space=`` (``"tiles"``), ``target=``,
-``db=``, ``measurer=``, ``max_steps=``, ``render_mode=``.
+Every id takes the env keyword arguments: ``space=`` (``"tiles"``, the tile-hop env, or
+``"microkernel"``, the microkernel-construction env), ``target=``, ``db=``, ``measurer=``,
+``max_steps=``, ``render_mode=``, ``backend=``, and the chosen space's own options.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import gymnasium as gym
 from ..suites import all_suite_workloads
 from ..workloads import Workload, conv2d, matmul
 from .base import TuningEnv
+from .microkernel_env import MicrokernelEnv
 from .tile_hop import TileHopEnv
 
-ENV_CLASSES: dict[str, type[TuningEnv]] = {"tiles": TileHopEnv}
+ENV_CLASSES: dict[str, type[TuningEnv]] = {"tiles": TileHopEnv, "microkernel": MicrokernelEnv}
 
 
 def make_env(workload: Workload, *, space: str = "tiles", **kwargs: Any) -> TuningEnv:

@@ -6,6 +6,8 @@
   tensorgym compare ENV_ID [ENV_ID ...] --agents random,ga,dgd --budget N --seeds S
                                                 every agent on every env, one run: table, CSV/JSON, PNG
   tensorgym show PATH                           the best record per workload in a database
+  tensorgym microkernels calibrate [--quick]    measure this machine's microkernel catalogue (once)
+  tensorgym microkernels show                   the kept microkernels and their % of the measured peak
 """
 
 from __future__ import annotations
@@ -136,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="tune one environment with a search agent")
     p.add_argument("env_id", help="e.g. Conv2d-ResNet-R5-v0 (see `tensorgym list`)")
     p.add_argument("--agent", default="random", help="search agent (default: random)")
-    p.add_argument("--space", default="tiles", help="search space (default: tiles)")
+    p.add_argument("--space", default="tiles", choices=("tiles", "microkernel"),
+                   help="search space (default: tiles)")
     p.add_argument("--features", choices=("af", "generic"),
                    help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
@@ -149,8 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tune)
 
     from .baselines.leaderboard import add_compare_parser
+    from .cli_microkernels import add_microkernels_parser
 
     add_compare_parser(sub)
+    add_microkernels_parser(sub)
 
     p = sub.add_parser("show", help="best record per workload in a database")
     p.add_argument("path", help="database file")

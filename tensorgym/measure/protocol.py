@@ -3,7 +3,10 @@
 1. **Warm-up.** The kernel is called once (for a config seen for the first
    time, this call is the correctness check against the NumPy reference),
    then run for ``warmup_ms`` more, so that idle cores are awake and clocked
-   up; the warm-up also yields the single-call duration ``t1``.
+   up; the warm-up also yields the single-call duration ``t1``. The first
+   kernel a fresh runner process times is called for ``process_warmup_ms``
+   first: two-thread kernels in a new process run at about half speed for
+   their first 0.1-1 s on this 2-vCPU machine.
 2. **Calls per sample.** ``number = ceil(min_repeat_ms / t1)``, so that each
    sample lasts at least ``min_repeat_ms`` and timer resolution does not matter.
 3. **Samples.** A round takes about ``round_ms``: between ``min_samples`` and
@@ -40,6 +43,7 @@ from typing import Callable
 @dataclass(frozen=True)
 class TimingProtocol:
     warmup_ms: float = 20.0
+    process_warmup_ms: float = 300.0
     min_repeat_ms: float = 10.0
     round_ms: float = 100.0
     min_samples: int = 3

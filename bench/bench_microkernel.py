@@ -1,0 +1,198 @@
+"""Benchmark of issue 4: random-structured in the microkernel space vs tiles agents, MetaSchedule and oneDNN.
+
+For each layer (default: ResNet-50 R1, R5, R8 and YOLO-9000 Y9, the 17x17
+layer that needs λ-combinations), in one run:
+
+* ``random-structured`` in the ``microkernel`` space: best GFLOP/s after 16, 32
+  and 64 draws (one run of 64 draws; seed 003's sampler draws the same first
+  16 configs whatever the budget, so its best-at-16 is a 16-draw run);
+* the best ``tiles``-space agent (``--tiles-agent``, default ``dgd``; ``random``
+  if that agent is not registered) with the same budget;
+* MetaSchedule (agent ``metaschedule``; skipped if not registered) with the
+  same budget (best at each checkpoint of its own timeline; ``final`` is its
+  best schedule re-timed by tensorgym);
+* oneDNN through PyTorch, NCHW and NHWC (channels-last) inputs;
+
+as GFLOP/s and as % of the machine's fp32 FMA peak measured at calibration.
+The issue's target: random-structured >= 1.0x oneDNN NCHW on R5 within 64 draws.
+
+Needs the calibrated microkernel catalogue (``tensorgym microkernels calibrate``;
+``--calibrate`` runs it first). Every setting is a flag; the defaults are the
+issue's benchmark (~15-25 minutes here). A smoke run::
+
+    python bench/bench_microkernel.py --layers Conv2d-ResNet-R5-v0 --budgets 4 --no-tiles --no-metaschedule
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_LAYERS = "Conv2d-ResNet-R1-v0,Conv2d-ResNet-R5-v0,Conv2d-ResNet-R8-v0,Conv2d-YOLO-Y9-v0"
+TARGET_LAYER, TARGET_RATIO = "Conv2d-ResNet-R5-v0", 1.0
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+
+
+def _row(name: str, values: list[float | None], peak: float) -> list[str]:
+    cells = [name] + ["-" if v is None else f"{v:.1f}" for v in values]
+    best = max((v for v in values if v), default=None)
+    cells.append("-" if best is None else f"{100 * best / peak:.0f} %")
+    return cells
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", default=DEFAULT_LAYERS, help="comma-separated env ids")
+    parser.add_argument("--budgets", type=_ints, default=(16, 32, 64), help="draw counts to report (default 16,32,64)")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per agent (default: 1)")
+    parser.add_argument("--tiles-agent", default="dgd", help="tiles-space agent to compare with (default: dgd)")
+    parser.add_argument("--no-tiles", action="store_true", help="skip the tiles-space agent")
+    parser.add_argument("--no-metaschedule", action="store_true", help="skip MetaSchedule")
+    parser.add_argument("--no-vendor", action="store_true", help="skip oneDNN")
+    parser.add_argument("--prepacked", action="store_true",
+                        help="also run random-structured with pre-packed layouts (packing not timed)")
+    parser.add_argument("--threshold", type=float, default=None, help="microkernel threshold (default: catalogue's)")
+    parser.add_argument("--calibrate", action="store_true", help="calibrate the microkernels first if needed")
+    parser.add_argument("--db", default=None, help="database (default: a fresh temporary one)")
+    parser.add_argument("--json", default=None, help="write all results to this JSON file")
+    parser.add_argument("--progress", action="store_true", help="progress bars")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    from tensorgym.agents import AGENTS, make_agent
+    from tensorgym.agents.random_structured import RandomStructuredAgent
+    from tensorgym.baselines import VendorUnavailable, time_vendor
+    from tensorgym.database import Database
+    from tensorgym.envs.microkernel_env import MicrokernelEnv
+    from tensorgym.envs.registration import make_env
+    from tensorgym.measure import Measurer
+    from tensorgym.microkernels import CatalogueMissing, calibrate, load_catalogue
+    from tensorgym.suites import all_suite_workloads
+
+    if args.calibrate:
+        calibrate(progress=args.progress)
+    try:
+        catalogue = load_catalogue()
+    except CatalogueMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    peak = catalogue.peak_gflops
+    workloads = all_suite_workloads()
+    layers = [x.strip() for x in args.layers.split(",") if x.strip()]
+    unknown = [x for x in layers if x not in workloads]
+    if unknown:
+        print(f"error: unknown env ids {unknown}; see `tensorgym list`", file=sys.stderr)
+        return 2
+    budget = max(args.budgets)
+    tiles_agent = None
+    if not args.no_tiles:
+        tiles_agent = args.tiles_agent if args.tiles_agent in AGENTS else "random"
+        if tiles_agent != args.tiles_agent:
+            print(f"(agent {args.tiles_agent!r} is not registered; using {tiles_agent!r} for the tiles space)")
+    metaschedule = not args.no_metaschedule and "metaschedule" in AGENTS
+    if not args.no_metaschedule and not metaschedule:
+        print("(agent 'metaschedule' is not registered; skipping MetaSchedule)")
+
+    tmp = None
+    db_path = args.db or str(Path(tmp := tempfile.mkdtemp(prefix="bench-microkernel-")) / "records.db")
+    print(f"{catalogue.target_label}: measured fp32 FMA peak {peak:.1f} GFLOP/s; {catalogue.mode} catalogue, "
+          f"{len(catalogue.kept(args.threshold))} microkernels kept; budget {budget}, {args.seeds} seed(s); "
+          f"db {db_path}")
+    results: dict[str, dict] = {}
+    t_start = time.monotonic()
+    with Database(db_path) as db, Measurer() as measurer:
+        for layer in layers:
+            wl = workloads[layer]
+            print(f"\n== {layer}: {wl.describe()}, {wl.gflop:.3f} GFLOP", flush=True)
+            rows: list[list[str]] = []
+            out: dict[str, object] = {"workload": wl.to_json()}
+            runs = [("random-structured", False)] + ([("random-structured pre-packed", True)] if args.prepacked else [])
+            for label, prepacked in runs:
+                options = {"prepacked": True} if prepacked else {}
+                if args.threshold is not None:
+                    options["threshold"] = args.threshold
+                env = MicrokernelEnv(wl, db=db, measurer=measurer, **options)
+                per_seed = []
+                for seed in range(args.seeds):
+                    result = RandomStructuredAgent().tune(env, budget=budget, seed=seed, progress=args.progress)
+                    per_seed.append(result)
+                env.close()
+                best = [max(r.best_at(trials=b) for r in per_seed) for b in args.budgets]
+                rows.append(_row(f"{label} (microkernel)", best + [max(r.best_gflops for r in per_seed)], peak))
+                out[label] = [r.to_json() for r in per_seed]
+                if not prepacked:
+                    rs_best = best
+                    top = max(per_seed, key=lambda r: r.best_gflops)
+                    if top.best_config is not None:
+                        print(f"   best microkernel config: {env.search_space.describe(top.best_config)}")
+            if tiles_agent:
+                env = make_env(wl, space="tiles", db=db, measurer=measurer)
+                per_seed = [make_agent(tiles_agent).tune(env, budget=budget, seed=s, progress=args.progress)
+                            for s in range(args.seeds)]
+                env.close()
+                rows.append(_row(f"{tiles_agent} (tiles)", [max(r.best_at(trials=b) for r in per_seed)
+                                                            for b in args.budgets]
+                                 + [max(r.best_gflops for r in per_seed)], peak))
+                out[tiles_agent] = [r.to_json() for r in per_seed]
+            if metaschedule:
+                env = make_env(wl, space="tiles", db=db, measurer=measurer)
+                try:
+                    per_seed = [make_agent("metaschedule").tune(env, budget=budget, seed=s, progress=args.progress)
+                                for s in range(args.seeds)]
+                    rows.append(_row("metaschedule", [max(r.best_at(trials=b) for r in per_seed)
+                                                      for b in args.budgets]
+                                     + [max(r.best_gflops for r in per_seed)], peak))
+                    out["metaschedule"] = [r.to_json() for r in per_seed]
+                except Exception as exc:  # noqa: BLE001 - a failing baseline must not end the benchmark
+                    print(f"   (metaschedule failed: {type(exc).__name__}: {str(exc)[:300]})")
+                finally:
+                    env.close()
+            vendor = {}
+            if not args.no_vendor:
+                for layout in ("NCHW", "NHWC"):
+                    try:
+                        ref = time_vendor(wl, "torch", layout)
+                    except (VendorUnavailable, RuntimeError) as exc:
+                        print(f"   (oneDNN {layout}: {exc})")
+                        continue
+                    vendor[layout] = ref.gflops
+                    rows.append(_row(f"oneDNN {layout} ({ref.library})", [None] * len(args.budgets) + [ref.gflops],
+                                     peak))
+                out["vendor"] = vendor
+            header = ["kernel"] + [f"@{b}" for b in args.budgets] + ["final", "% peak"]
+            print(_table(rows, header))
+            if "NCHW" in vendor:
+                ratio = rs_best[-1] / vendor["NCHW"]
+                out["ratio_vs_onednn_nchw"] = ratio
+                note = ""
+                if layer == TARGET_LAYER:
+                    note = f"  (target >= {TARGET_RATIO:.1f}x: {'met' if ratio >= TARGET_RATIO else 'NOT met'})"
+                print(f"   random-structured @{budget} / oneDNN NCHW = {ratio:.2f}x{note}")
+            results[layer] = out
+    print(f"\ntotal {time.monotonic() - t_start:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"peak_gflops": peak, "layers": results}, indent=1))
+    if tmp is not None:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,478 @@
+"""TIR generation for the ``microkernel`` space: packing stages, the tile nest, the λ-sequence and the microkernel.
+
+The kernel is written directly as TIR with TVM's IR builder (the TVMScript
+``T.*`` builder), the way seed 003's own generator writes C: one pass over the
+loop specifiers, outermost first, with the microkernel as straight-line
+vector code at the bottom. TVM lowers it and LLVM compiles it.
+
+Why not ``s_tir`` schedule primitives (split/reorder/unroll/vectorize)? They
+were tried first (on ResNet-50 R5), and they do not express this space in TVM 0.27:
+
+* the microkernel keeps its output tile in vector registers across the reuse
+  loop, while reduction tile loops (other levels of c, r, s) may sit anywhere
+  *above* it, so the microkernel must load its accumulators from the output
+  and store them back around the reuse loop (seed 003's microkernels do
+  exactly this). ``cache_write`` can only place a register tile above every
+  reduction loop. ``cache_inplace`` on the blockized microkernel emits
+  unbound block variables (an InternalError at build), and ``read_at``/``write_at``
+  reject the in-place accumulator. Without the register tile, R5 ran at
+  25-100 GFLOP/s; with it, this generator reaches ~200 GFLOP/s;
+* the λ-combination is a *sequence* of two loop nests sharing the loops
+  above it, which is trivial to emit here (``loop_partition`` exists, but every
+  partition then needs its own blockize/cache stage, which hits the first problem).
+
+Layouts (k vectorised, seed 003 B.1):
+
+* conv2d: input ``Ip[n][h][w][c]`` (NHWC, zero-padded; see :func:`channel_stride`), weights
+  ``Kp[k/V][r][s][c][V]`` (the reuse loop on c reads consecutive vectors),
+  output ``Op[n][k/V][h][w][V]`` (NCHWc); the canonical NCHW/OIHW tensors are
+  packed and the output unpacked inside the kernel unless ``prepacked``;
+* matmul: ``A[i][k]`` as given (broadcast along k), ``Bp[j/V][k][V]``, ``C[i][j]``
+  written directly when ``N % V == 0`` (padded ``Cp[i][Np]`` otherwise).
+
+Output channels (conv) or columns (matmul) that are not a multiple of the
+vector width are zero-padded up to one (seed 003 does the same for Yolo9000-23).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Any
+
+from ..workloads import Conv2d, Matmul, Workload
+
+LAMBDA = "λ"  # the stack entry of a λ-sequence
+REPEAT = "repeat"  # a stack loop that repeats the same work (microkernel benchmarks only)
+
+# Roles of a workload's loops (seed 003, B.1 "Generalisation"): the vectorised
+# dimension, the composition dimension (λ) and the reuse dimension.
+ROLES = {
+    "conv2d": {"vec": "f", "comp": "y", "reuse": "rc", "w": "x", "r": "ry", "s": "rx"},
+    "matmul": {"vec": "j", "comp": "i", "reuse": "k"},
+}
+REDUCTION_DIMS = {"conv2d": ("rc", "ry", "rx"), "matmul": ("k",)}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked config of the microkernel space, resolved for code generation.
+
+    ``sizes`` is the microkernel's extent per loop (the vector dimension in
+    vectors; the composition dimension ``h1``). ``stack`` lists the tile loops
+    outermost first, as ``(loop, trip count)``, with ``(LAMBDA, 1)`` for the
+    λ-sequence. ``parallel`` is ``(first stack index, number of loops)`` fused
+    into one parallel loop (count 0: sequential).
+    """
+
+    op: str
+    sizes: tuple[tuple[str, int], ...]
+    combo: tuple[int, int, int, int] | None
+    reuse: int
+    stack: tuple[tuple[str, int], ...]
+    parallel: tuple[int, int]
+    lanes: int
+    prepacked: bool
+
+    def size(self, dim: str) -> int:
+        return dict(self.sizes).get(dim, 1)
+
+
+def channel_stride(channels: int) -> int:
+    """Elements between neighbouring pixels of the packed conv input.
+
+    With ``channels * 4`` a multiple of 1 KiB, the pixels a microkernel
+    broadcasts from (up to 16 along w) fall into 1-4 sets of the L1 cache and
+    evict each other (measured: a 28-accumulator microkernel at 43 % of peak
+    with C = 512); one extra 64-byte line per pixel spreads them over the sets.
+    """
+    return channels + 16 if (channels * 4) % 1024 == 0 else channels
+
+
+def vector_blocks(extent: int, lanes: int) -> int:
+    """Vectors needed to hold ``extent`` elements (the padded vector dimension)."""
+    return -(-extent // lanes)
+
+
+def transpose_vectors(rows: list, lanes: int) -> list:
+    """The columns of a ``lanes x lanes`` block held as ``lanes`` row vectors (``lanes`` a power of 2).
+
+    log2(lanes) rounds of perfect-shuffle interleaves, each a two-vector shuffle (one ``vpermt2ps``
+    on AVX-512): 64 shuffles for 16x16, where one 16-input shuffle per column lowers to ~4x more.
+    """
+    from tvm import tirx
+
+    half = lanes // 2
+    lo = [tirx.const((k // 2) + (k % 2) * lanes, "int32") for k in range(lanes)]
+    hi = [tirx.const(half + (k // 2) + (k % 2) * lanes, "int32") for k in range(lanes)]
+    for _ in range(lanes.bit_length() - 1):
+        new = [None] * lanes
+        for i in range(half):
+            pair = [rows[i], rows[i + half]]
+            new[2 * i], new[2 * i + 1] = tirx.Shuffle(pair, lo), tirx.Shuffle(pair, hi)
+        rows = new
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+def build_prim_func(workload: Workload, plan: Plan):
+    """The kernel of ``plan`` on ``workload`` as a TIR ``PrimFunc`` named ``main``."""
+    if isinstance(workload, Conv2d):
+        return _Conv(workload, plan).build()
+    if isinstance(workload, Matmul):
+        return _Matmul(workload, plan).build()
+    raise TypeError(f"the microkernel space supports conv2d and matmul, not {workload.op}")
+
+
+class _Generator:
+    """Shared loop-nest emission; subclasses emit buffers, packing and the microkernel body."""
+
+    def __init__(self, workload: Workload, plan: Plan):
+        self.wl = workload
+        self.plan = plan
+        self.V = plan.lanes
+        self.roles = ROLES[plan.op]
+        # A repeat loop re-accumulates into the same outputs, like a reduction loop.
+        self.reduction = (*REDUCTION_DIMS[plan.op], REPEAT)
+        self.strides = self._strides()
+
+    def _strides(self) -> list[int]:
+        """Index step of each stack loop: the extent of one iteration's sub-tile along its dimension."""
+        plan = self.plan
+        unit = {dim: size for dim, size in plan.sizes}
+        unit[self.roles["reuse"]] = plan.size(self.roles["reuse"]) * plan.reuse
+        if plan.combo is not None:
+            h1, a, h2, b = plan.combo
+            unit[self.roles["comp"]] = a * h1 + b * h2
+        strides = [0] * len(plan.stack)
+        for pos in range(len(plan.stack) - 1, -1, -1):
+            dim, trips = plan.stack[pos]
+            if dim == LAMBDA:
+                continue
+            if dim != REPEAT:
+                strides[pos] = unit.get(dim, 1)
+                unit[dim] = unit.get(dim, 1) * trips
+        return strides
+
+    # -- the tile nest ---------------------------------------------------------------------------
+    def emit_nest(self) -> None:
+        from tvm.script.ir_builder import tirx as T
+
+        plan = self.plan
+        base: dict[str, Any] = {}
+        self._emit(0, base, plan.size(self.roles["comp"]), [], T)
+
+    def _emit(self, pos: int, base: dict[str, Any], h_size: int, reduction_vars: list, T) -> None:
+        plan = self.plan
+        if pos == len(plan.stack):
+            self.emit_microkernel(base, h_size, reduction_vars)
+            return
+        dim, trips = plan.stack[pos]
+        comp = self.roles["comp"]
+        if dim == LAMBDA:
+            h1, a, h2, b = plan.combo
+            origin = base.get(comp, 0)
+            with T.serial(0, a) as v:
+                self._emit(pos + 1, {**base, comp: origin + v * h1}, h1, reduction_vars, T)
+            with T.serial(0, b) as v:
+                self._emit(pos + 1, {**base, comp: origin + a * h1 + v * h2}, h2, reduction_vars, T)
+            return
+        start, count = plan.parallel
+        if count and pos == start:
+            loops = plan.stack[start:start + count]
+            total = prod(t for _, t in loops)
+            with T.parallel(0, total) as fused:
+                inner = dict(base)
+                below = total
+                for offset, (d, t) in enumerate(loops):
+                    below //= t
+                    var = fused // below % t if offset else fused // below
+                    inner[d] = inner.get(d, 0) + var * self.strides[start + offset]
+                self._emit(start + count, inner, h_size, reduction_vars, T)
+            return
+        with T.serial(0, trips) as v:
+            inner = {**base, dim: base.get(dim, 0) + v * self.strides[pos]}
+            red = reduction_vars + [v] if dim in self.reduction else reduction_vars
+            self._emit(pos + 1, inner, h_size, red, T)
+
+    def first_reduction(self, reduction_vars: list):
+        """True where every reduction loop above the microkernel is at its first iteration."""
+        from tvm import tirx
+
+        if not reduction_vars:
+            return True
+        return tirx.all(*[v == 0 for v in reduction_vars])
+
+    def emit_accumulator_init(self, acc, n_vectors: int, load, reduction_vars: list) -> None:
+        """Zero the accumulators on the first pass of the reduction, else load the partial sums."""
+        from tvm import tirx
+        from tvm.script.ir_builder import tirx as T
+
+        V = self.V
+        zero = tirx.const(0.0, "float32")
+        cond = self.first_reduction(reduction_vars)
+
+        def zeros():
+            for i in range(n_vectors):
+                T.buffer_store(acc, T.broadcast(zero, V), [T.ramp(i * V, 1, V)])
+
+        def loads():
+            for i in range(n_vectors):
+                T.buffer_store(acc, load(i), [T.ramp(i * V, 1, V)])
+
+        if cond is True:
+            zeros()
+            return
+        with T.If(cond):
+            with T.Then():
+                zeros()
+            with T.Else():
+                loads()
+
+    def emit_microkernel(self, base: dict[str, Any], h_size: int, reduction_vars: list) -> None:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------
+class _Conv(_Generator):
+    wl: Conv2d
+
+    def build(self):
+        from tvm import tirx
+        from tvm.script.ir_builder import IRBuilder
+        from tvm.script.ir_builder import tirx as T
+
+        wl, V = self.wl, self.V
+        self.fv = vector_blocks(wl.F, V)
+        hp, wp = wl.H + 2 * wl.padding, wl.W + 2 * wl.padding
+        ip_shape = (wl.N, hp, wp, channel_stride(wl.C))
+        kp_shape = (self.fv, wl.R, wl.S, wl.C, V)
+        op_shape = (wl.N, self.fv, wl.OH, wl.OW, V)
+        with IRBuilder() as ib:
+            with T.prim_func():
+                T.func_name("main")
+                T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+                if self.plan.prepacked:
+                    self.ip = T.arg("data_packed", T.buffer(ip_shape, "float32"))
+                    self.kp = T.arg("kernel_packed", T.buffer(kp_shape, "float32"))
+                    self.op = T.arg("out_packed", T.buffer(op_shape, "float32"))
+                else:
+                    data = T.arg("data", T.buffer(wl.input_shapes[0], "float32"))
+                    kernel = T.arg("kernel", T.buffer(wl.input_shapes[1], "float32"))
+                    out = T.arg("out", T.buffer(wl.output_shape, "float32"))
+                    self.ip = T.alloc_buffer(ip_shape, "float32")
+                    self.kp = T.alloc_buffer(kp_shape, "float32")
+                    self.op = T.alloc_buffer(op_shape, "float32")
+                    self._pack_input(data, T, tirx)
+                    self._pack_kernel(kernel, T, tirx)
+                self.emit_nest()
+                if not self.plan.prepacked:
+                    self._unpack(out, T)
+        return ib.get()
+
+    def _pack_input(self, data, T, tirx) -> None:
+        """NCHW -> padded NHWC. Border rows and columns are zero-filled in their own loops, so the
+        interior copy has no branch; it reads along w and writes along c (measured fastest here)."""
+        wl = self.wl
+        p = wl.padding
+        hp, wp = wl.H + 2 * p, wl.W + 2 * p
+        zero = tirx.const(0.0, "float32")
+
+        def zeros(n, h, w_lo, w_hi):
+            with T.serial(w_lo, w_hi) as w:
+                if wl.C % self.V == 0:
+                    with T.serial(0, wl.C // self.V) as cb:
+                        T.buffer_store(self.ip, T.broadcast(zero, self.V), [n, h, w, T.ramp(cb * self.V, 1, self.V)])
+                else:
+                    with T.serial(0, wl.C) as c:
+                        T.buffer_store(self.ip, zero, [n, h, w, c])
+
+        with T.parallel(0, wl.N * hp) as nh:
+            n, h = nh // hp, nh % hp
+
+            def interior():
+                if p:
+                    zeros(n, h, 0, p)
+                    zeros(n, h, wl.W + p, wp)
+                if wl.C % self.V == 0 and wl.W >= self.V:
+                    self._transpose_row(data, n, h, T)
+                    return
+                with T.serial(0, wl.C) as c:
+                    with T.serial(0, wl.W) as w:
+                        T.buffer_store(self.ip, data[n, c, h - p, w], [n, h, w + p, c])
+
+            if not p:
+                interior()
+                return
+            with T.If(tirx.all(h >= p, h < wl.H + p)):
+                with T.Then():
+                    interior()
+                with T.Else():
+                    zeros(n, h, 0, wp)
+
+    def _transpose_row(self, data, n, h, T) -> None:
+        """One input row, ``data[n, :, h - p, :]`` (C x W) into ``Ip[n, h, :, :]`` (W x C), by VxV blocks
+        transposed in registers. The last w block starts at W - V and overlaps the previous one (its
+        values are written twice, identically), so no partial vector is needed."""
+        wl, V = self.wl, self.V
+        p = wl.padding
+        starts = list(range(0, wl.W - V + 1, V))
+        if starts[-1] != wl.W - V:
+            starts.append(wl.W - V)
+        with T.serial(0, wl.C // V) as cb:
+            for w0 in starts:
+                rows = [data[n, cb * V + i, h - p, T.ramp(w0, 1, V)] for i in range(V)]
+                for j, column in enumerate(transpose_vectors(rows, V)):
+                    T.buffer_store(self.ip, column, [n, h, w0 + j + p, T.ramp(cb * V, 1, V)])
+
+    def _pack_kernel(self, kernel, T, tirx) -> None:
+        wl, V = self.wl, self.V
+        zero = tirx.const(0.0, "float32")
+        per_filter = wl.C * wl.R * wl.S
+        if wl.F % V == 0 and per_filter % V == 0:
+            # 16x16 blocks (V filters x V consecutive (c, r, s) elements) transposed in registers:
+            # V contiguous vector loads, a shuffle network, V contiguous stores (faster than gathers).
+            flat = T.decl_buffer((wl.F * per_filter,), "float32", data=kernel.data)
+            with T.parallel(0, self.fv) as fo:
+                with T.serial(0, per_filter // V) as block:
+                    rows = [flat[T.ramp((fo * V + v) * per_filter + block * V, 1, V)] for v in range(V)]
+                    for i, column in enumerate(transpose_vectors(rows, V)):
+                        e = block * V + i
+                        c, r, s = e // (wl.R * wl.S), e // wl.S % wl.R, e % wl.S
+                        T.buffer_store(self.kp, column, [fo, r, s, c, T.ramp(0, 1, V)])
+            return
+        with T.parallel(0, self.fv * wl.R) as fr:
+            fo, r = fr // wl.R, fr % wl.R
+            with T.serial(0, wl.S) as s:
+                with T.serial(0, wl.C) as c:
+                    with T.vectorized(0, V) as v:
+                        f = fo * V + v
+                        value = kernel[f, c, r, s] if wl.F % V == 0 else tirx.if_then_else(
+                            f < wl.F, kernel[tirx.min(f, wl.F - 1), c, r, s], zero)
+                        T.buffer_store(self.kp, value, [fo, r, s, c, v])
+
+    def _unpack(self, out, T) -> None:
+        wl, V = self.wl, self.V
+        # Rows of one output channel are written contiguously (vectorised along x), read with stride V.
+        with T.parallel(0, wl.N * self.fv) as nfo:
+            n, fo = nfo // self.fv, nfo % self.fv
+            with T.serial(0, wl.OH) as y:
+                with T.serial(0, V) as v:
+                    if wl.F % V == 0:
+                        with T.vectorized(0, wl.OW) as x:
+                            T.buffer_store(out, self.op[n, fo, y, x, v], [n, fo * V + v, y, x])
+                    else:
+                        with T.If(fo * V + v < wl.F):
+                            with T.Then():
+                                with T.serial(0, wl.OW) as x:
+                                    T.buffer_store(out, self.op[n, fo, y, x, v], [n, fo * V + v, y, x])
+
+    def emit_microkernel(self, base: dict[str, Any], h_size: int, reduction_vars: list) -> None:
+        from tvm.script.ir_builder import tirx as T
+
+        plan, wl, V = self.plan, self.wl, self.V
+        vec, w, cu_n = plan.size("f"), plan.size("x"), plan.size("rc")
+        r_n, s_n = plan.size("ry"), plan.size("rx")
+        st = wl.stride
+        n0, f0, y0, x0 = (base.get(d, 0) for d in ("n", "f", "y", "x"))
+        c_base, r0, s0 = (base.get(d, 0) for d in ("rc", "ry", "rx"))
+        n_vectors = h_size * w * vec
+
+        def slot(hu: int, wu: int, k: int) -> int:
+            return ((hu * w + wu) * vec + k) * V
+
+        def out_index(i: int):
+            hu, rest = divmod(i, w * vec)
+            wu, k = divmod(rest, vec)
+            return [n0, f0 + k, y0 + hu, x0 + wu, T.ramp(0, 1, V)]
+
+        acc = T.alloc_buffer((n_vectors * V,), "float32", scope="local")
+        self.emit_accumulator_init(acc, n_vectors, lambda i: self.op[tuple(out_index(i))], reduction_vars)
+        with T.serial(0, plan.reuse) as cr:
+            c0 = c_base + cr * cu_n
+            for cu in range(cu_n):
+                for ru in range(r_n):
+                    for su in range(s_n):
+                        weights = [self.kp[f0 + k, r0 + ru, s0 + su, c0 + cu, T.ramp(0, 1, V)] for k in range(vec)]
+                        for hu in range(h_size):
+                            for wu in range(w):
+                                x = T.broadcast(self.ip[n0, (y0 + hu) * st + r0 + ru, (x0 + wu) * st + s0 + su,
+                                                        c0 + cu], V)
+                                for k in range(vec):
+                                    i = slot(hu, wu, k)
+                                    T.buffer_store(acc, acc[T.ramp(i, 1, V)] + x * weights[k], [T.ramp(i, 1, V)])
+        for i in range(n_vectors):
+            T.buffer_store(self.op, acc[T.ramp(i * V, 1, V)], out_index(i))
+
+
+# ---------------------------------------------------------------------------------------------
+class _Matmul(_Generator):
+    wl: Matmul
+
+    def build(self):
+        from tvm import tirx
+        from tvm.script.ir_builder import IRBuilder
+        from tvm.script.ir_builder import tirx as T
+
+        wl, V = self.wl, self.V
+        self.nv = vector_blocks(wl.N, V)
+        self.padded = wl.N % V != 0
+        bp_shape = (self.nv, wl.K, V)
+        with IRBuilder() as ib:
+            with T.prim_func():
+                T.func_name("main")
+                T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+                self.a = T.arg("A", T.buffer((wl.M, wl.K), "float32"))
+                if self.plan.prepacked:
+                    self.bp = T.arg("B_packed", T.buffer(bp_shape, "float32"))
+                    shape = (wl.M, self.nv * V) if self.padded else (wl.M, wl.N)
+                    self.c = T.arg("C_packed" if self.padded else "C", T.buffer(shape, "float32"))
+                else:
+                    b = T.arg("B", T.buffer((wl.K, wl.N), "float32"))
+                    c = T.arg("C", T.buffer((wl.M, wl.N), "float32"))
+                    self.bp = T.alloc_buffer(bp_shape, "float32")
+                    self.c = T.alloc_buffer((wl.M, self.nv * V), "float32") if self.padded else c
+                    self._pack_b(b, T, tirx)
+                self.emit_nest()
+                if not self.plan.prepacked and self.padded:
+                    with T.parallel(0, wl.M) as i:
+                        with T.serial(0, wl.N) as j:
+                            T.buffer_store(c, self.c[i, j], [i, j])
+        return ib.get()
+
+    def _pack_b(self, b, T, tirx) -> None:
+        wl, V = self.wl, self.V
+        zero = tirx.const(0.0, "float32")
+        with T.parallel(0, self.nv) as jo:
+            with T.serial(0, wl.K) as k:
+                with T.vectorized(0, V) as v:
+                    j = jo * V + v
+                    value = b[k, j] if not self.padded else tirx.if_then_else(
+                        j < wl.N, b[k, tirx.min(j, wl.N - 1)], zero)
+                    T.buffer_store(self.bp, value, [jo, k, v])
+
+    def emit_microkernel(self, base: dict[str, Any], h_size: int, reduction_vars: list) -> None:
+        from tvm.script.ir_builder import tirx as T
+
+        plan, V = self.plan, self.V
+        vec, cu_n = plan.size("j"), plan.size("k")
+        i0, j0, k_base = (base.get(d, 0) for d in ("i", "j", "k"))
+        n_vectors = h_size * vec
+
+        def out_index(slot: int):
+            hu, k = divmod(slot, vec)
+            return [i0 + hu, T.ramp((j0 + k) * V, 1, V)]
+
+        acc = T.alloc_buffer((n_vectors * V,), "float32", scope="local")
+        self.emit_accumulator_init(acc, n_vectors, lambda i: self.c[tuple(out_index(i))], reduction_vars)
+        with T.serial(0, plan.reuse) as cr:
+            k0 = k_base + cr * cu_n
+            for cu in range(cu_n):
+                weights = [self.bp[j0 + k, k0 + cu, T.ramp(0, 1, V)] for k in range(vec)]
+                for hu in range(h_size):
+                    x = T.broadcast(self.a[i0 + hu, k0 + cu], V)
+                    for k in range(vec):
+                        i = (hu * vec + k) * V
+                        T.buffer_store(acc, acc[T.ramp(i, 1, V)] + x * weights[k], [T.ramp(i, 1, V)])
+        for i in range(n_vectors):
+            T.buffer_store(self.c, acc[T.ramp(i * V, 1, V)], out_index(i))

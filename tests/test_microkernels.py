@@ -1,0 +1,171 @@
+"""The microkernel catalogue: enumeration rules, storage, reuse, calibration."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from tensorgym import microkernels as mkmod
+from tensorgym.microkernels import (
+    Catalogue, CatalogueEntry, CatalogueMissing, EnumerationRules, Microkernel, calibrate, catalogue_path,
+    enumerate_microkernels, load_catalogue,
+)
+from tensorgym.target import local_cpu
+
+
+def _check_paper_limits(mk: Microkernel, rules: EnumerationRules) -> None:
+    out, par = mk.vec * mk.h * mk.w, mk.vec * mk.c * mk.r * mk.s
+    assert rules.min_out <= out <= rules.max_out
+    assert rules.min_total <= out + par <= rules.max_total
+    assert all(1 <= v <= rules.max_size for v in (mk.vec, mk.h, mk.w, mk.c))
+    assert mk.r in rules.rs_sizes and mk.s in rules.rs_sizes
+    assert not (mk.r > 1 and mk.s > 1 and mk.r != mk.s)
+    assert out + mk.vec + 1 <= rules.registers  # accumulators + one step's weights + a broadcast
+
+
+@pytest.mark.parametrize("mode", ["default", "quick", "paper"])
+def test_catalogue_respects_register_limits(mode):
+    target = local_cpu()
+    rules = EnumerationRules.for_target(target, quick=mode == "quick", paper=mode == "paper")
+    candidates = enumerate_microkernels(rules)
+    assert candidates and len(set(candidates)) == len(candidates)
+    for mk in candidates:
+        _check_paper_limits(mk, rules)
+    # the BLIS-like AVX-512 microkernel of seed 003 and the R5 prototype's are in the default set
+    if mode != "quick" and target.vector_registers == 32:
+        assert Microkernel(vec=2, h=1, w=12) in candidates
+        assert Microkernel(vec=2, h=1, w=14) in candidates
+
+
+def test_paper_enumeration_count_matches_the_notes():
+    """seed 003's constraints enumerate 2043 microkernels (shared/notes B.2), before the spill rule."""
+    rules = EnumerationRules(registers=10_000, rs_sizes=(1, 3, 5, 7), c_sizes=tuple(range(1, 17)))
+    assert len(enumerate_microkernels(rules)) == 2043
+    spill_free = EnumerationRules(rs_sizes=(1, 3, 5, 7), c_sizes=tuple(range(1, 17)))
+    assert 2000 < len(enumerate_microkernels(spill_free)) < 2043
+
+
+def test_rules_scale_to_a_smaller_register_file():
+    avx2 = dataclasses.replace(local_cpu(), cpu_flags=("avx", "avx2", "fma"))
+    assert avx2.vector_registers == 16
+    rules = EnumerationRules.for_target(avx2)
+    candidates = enumerate_microkernels(rules)
+    assert candidates
+    assert all(mk.live_registers <= 16 and mk.out_registers <= 14 for mk in candidates)
+
+
+def test_quick_mode_measures_a_small_subset():
+    quick = enumerate_microkernels(EnumerationRules.for_target(local_cpu(), quick=True))
+    full = set(enumerate_microkernels(EnumerationRules.for_target(local_cpu())))
+    assert 0 < len(quick) <= 32
+    assert set(quick) <= full
+
+
+def _fake_catalogue(mode="full", peak=200.0):
+    target = local_cpu()
+    entries = (
+        CatalogueEntry(Microkernel(2, 7), "ok", 190.0, 1e-4),
+        CatalogueEntry(Microkernel(2, 8), "ok", 170.0, 1e-4),
+        CatalogueEntry(Microkernel(2, 9), "ok", 120.0, 1e-4),
+        CatalogueEntry(Microkernel(1, 15), "ok", 165.0, 1e-4),
+        CatalogueEntry(Microkernel(3, 5), "build_error", error="boom"),
+    )
+    return Catalogue(fingerprint=target.fingerprint, target_label=target.label, lanes=target.vector_lanes_fp32,
+                     registers=target.vector_registers, peak_gflops=peak, mode=mode,
+                     rules=EnumerationRules.for_target(target), entries=entries, threshold=0.8)
+
+
+def test_kept_classes_and_threshold():
+    cat = _fake_catalogue()
+    assert set(cat.kept()) == {Microkernel(2, 7), Microkernel(2, 8), Microkernel(1, 15)}  # >= 160 GFLOP/s
+    assert set(cat.kept(0.9)) == {Microkernel(2, 7)}
+    classes = cat.classes()
+    assert classes[(2, 1, 1, 1, 1)] == [Microkernel(2, 7), Microkernel(2, 8)]
+    assert classes[(1, 1, 1, 1, 1)] == [Microkernel(1, 15)]
+    assert cat.fraction(Microkernel(2, 7)) == pytest.approx(0.95)
+    assert cat.fraction(Microkernel(3, 5)) is None
+    assert cat.ranked()[0] == Microkernel(2, 7)
+
+
+def test_catalogue_json_round_trip(tmp_path):
+    cat = _fake_catalogue()
+    path = tmp_path / "c.json"
+    cat.save(path)
+    again = Catalogue.load(path)
+    assert again.entries == cat.entries and again.rules == cat.rules and again.peak_gflops == cat.peak_gflops
+    assert json.loads(path.read_text())["fingerprint"] == local_cpu().fingerprint
+
+
+def test_missing_catalogue_says_how_to_calibrate(tmp_path):
+    with pytest.raises(CatalogueMissing, match="tensorgym microkernels calibrate"):
+        load_catalogue(cache_dir=tmp_path)
+
+
+def test_cache_dir_env_var(tmp_path, monkeypatch):
+    monkeypatch.setenv(mkmod.CACHE_ENV, str(tmp_path))
+    assert catalogue_path() == tmp_path / "microkernels" / f"{local_cpu().fingerprint}.json"
+    _fake_catalogue().save(catalogue_path())
+    assert load_catalogue().peak_gflops == 200.0
+
+
+def test_stored_calibration_is_reused_not_remeasured(tmp_path, monkeypatch):
+    def must_not_measure(*args, **kwargs):
+        raise AssertionError("calibrate measured although this machine has a stored catalogue")
+
+    monkeypatch.setattr(mkmod, "_measure_all", must_not_measure)
+    _fake_catalogue(mode="full").save(catalogue_path(cache_dir=tmp_path))
+    for quick in (False, True):
+        result = calibrate(quick=quick, cache_dir=tmp_path, progress=False)
+        assert result.reused and result.measured == 0
+        assert result.catalogue.peak_gflops == 200.0
+    # a quick catalogue answers --quick but not a full calibration
+    _fake_catalogue(mode="quick").save(catalogue_path(cache_dir=tmp_path))
+    assert calibrate(quick=True, cache_dir=tmp_path, progress=False).reused
+    with pytest.raises(AssertionError, match="stored catalogue"):
+        calibrate(quick=False, cache_dir=tmp_path, progress=False)
+
+
+def test_calibrate_rejects_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="threshold"):
+        calibrate(threshold=1.5, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="quick or paper"):
+        calibrate(quick=True, paper=True, cache_dir=tmp_path)
+
+
+@pytest.mark.slow
+def test_real_calibration_then_reuse(tmp_path):
+    """Measures a 3-microkernel catalogue for real (peak included), then reuses it."""
+    target = local_cpu()
+    rules = dataclasses.replace(EnumerationRules.for_target(target, quick=True), w_sizes=(14,), max_vec=2)
+    first = calibrate(rules=rules, cache_dir=tmp_path, progress=False)
+    assert not first.reused and first.measured == len(enumerate_microkernels(rules)) >= 2
+    cat = first.catalogue
+    assert cat.peak_gflops > 0 and cat.mode == "custom"
+    assert all(e.status == "ok" and 0 < e.gflops <= 1.05 * cat.peak_gflops for e in cat.entries)
+    second = calibrate(rules=rules, cache_dir=tmp_path, progress=False)
+    assert second.reused and second.measured == 0
+    assert second.catalogue.entries == cat.entries
+
+
+def test_cli_commands(tmp_path, capsys, monkeypatch):
+    import argparse
+
+    from tensorgym.cli_microkernels import add_microkernels_parser, cmd_show
+
+    parser = argparse.ArgumentParser()
+    add_microkernels_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["microkernels", "show", "--cache-dir", str(tmp_path)])
+    assert args.func(args) == 2  # nothing calibrated yet
+    assert "calibrate" in capsys.readouterr().err
+
+    _fake_catalogue().save(catalogue_path(cache_dir=tmp_path))
+    assert cmd_show(args) == 0
+    text = capsys.readouterr().out
+    assert "200.0 GFLOP/s" in text and "95.0 %" in text and "h in [7, 8]" in text
+
+    monkeypatch.setattr(mkmod, "_measure_all", lambda *a, **k: pytest.fail("measured"))
+    args = parser.parse_args(["microkernels", "calibrate", "--quick", "--cache-dir", str(tmp_path), "-q"])
+    assert args.func(args) == 0
+    assert "reusing" in capsys.readouterr().out
