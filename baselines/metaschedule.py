@@ -92,7 +92,7 @@ from ..record import Record
 from ..spaces.base import Config, Space, SpaceError
 from ..spaces.tiles import factorizations
 from ..target import Target
-from ..tuner import Trial, TuningResult
+from ..tuner import Trial, TuningResult, check_budget
 from ..workloads import Workload
 
 log = logging.getLogger(__name__)
@@ -668,12 +668,7 @@ class MetaScheduleAgent(Agent):
     def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
              progress: bool = False) -> TuningResult:
         """Run MetaSchedule on ``env``'s workload, then re-time its best schedules into ``env``'s database."""
-        if budget is not None and (not isinstance(budget, (int, np.integer)) or budget < 1):
-            raise ValueError(f"budget must be a positive number of measurements or None, got {budget!r}")
-        if time_budget is not None and time_budget <= 0:
-            raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
-        if budget is None and time_budget is None:
-            raise ValueError("give a budget, a time_budget, or both: a tuning run must end")
+        check_budget(budget, time_budget)
         base = tuning_env(env)
         workload, target = base.workload, base.target
         if target.kind != "llvm":

@@ -7,5 +7,6 @@ from .tile_hop import FAILED_KERNEL_PENALTY, INVALID_ACTION_PENALTY, TileHopEnv
 
 register_envs()
 
-__all__ = ["ENV_CLASSES", "FAILED_KERNEL_PENALTY", "INVALID_ACTION_PENALTY", "MicrokernelEnv", "TileHopEnv", "TuningEnv",
+__all__ = ["ENV_CLASSES", "FAILED_KERNEL_PENALTY", "INVALID_ACTION_PENALTY", "MicrokernelEnv", "TileHopEnv",
+           "TuningEnv",
            "default_db_path", "make_env", "register_envs"]

@@ -123,7 +123,8 @@ class Database:
         """Store ``record`` durably and return the stored row (the earlier one if it already existed)."""
         self._conn.execute(
             "INSERT OR IGNORE INTO records (workload, target, space, config, status, latency_s, latency_cv, samples, "
-            "number, gflops, build_s, run_s, wall_s, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "number, gflops, build_s, run_s, wall_s, error, created) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (record.workload, record.target, record.space, record.config.key, record.status.value, record.latency_s,
              record.latency_cv, json.dumps(list(record.samples)), record.number, record.gflops, record.build_s,
              record.run_s, record.wall_s, record.error, record.created or time.time()),

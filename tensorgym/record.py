@@ -65,7 +65,8 @@ class Record:
             "id": self.id, "workload": self.workload, "target": self.target, "space": self.space,
             "config": self.config.to_json(), "status": self.status.value, "latency_s": self.latency_s,
             "latency_cv": self.latency_cv, "samples": list(self.samples), "number": self.number,
-            "gflops": self.gflops, "build_s": self.build_s, "run_s": self.run_s, "wall_s": self.wall_s, "error": self.error,
+            "gflops": self.gflops, "build_s": self.build_s, "run_s": self.run_s, "wall_s": self.wall_s,
+            "error": self.error,
             "created": self.created,
         }
 
@@ -77,7 +78,8 @@ class Record:
             latency_s=data.get("latency_s"), latency_cv=data.get("latency_cv"),
             samples=tuple(data.get("samples") or ()), number=int(data.get("number") or 0),
             gflops=data.get("gflops"), build_s=float(data.get("build_s") or 0.0),
-            run_s=float(data.get("run_s") or 0.0), wall_s=float(data.get("wall_s") or 0.0), error=data.get("error") or "",
+            run_s=float(data.get("run_s") or 0.0), wall_s=float(data.get("wall_s") or 0.0),
+            error=data.get("error") or "",
             created=float(data.get("created") or 0.0), id=data.get("id"),
         )
 

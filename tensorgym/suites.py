@@ -62,7 +62,8 @@ _RESNET18 = [
 def _conv_suite(name: str, prefix: str, rows) -> Suite:
     return Suite(
         name, prefix,
-        tuple(conv2d(1, C, H, H, F, R, R, stride, "same", suite=name, name=layer) for layer, F, C, H, R, stride in rows),
+        tuple(conv2d(1, C, H, H, F, R, R, stride, "same", suite=name, name=layer)
+              for layer, F, C, H, R, stride in rows),
     )
 
 

@@ -94,7 +94,8 @@ class TuningResult:
             "agent": self.agent, "workload": self.workload, "workload_key": self.workload_key, "space": self.space,
             "target": self.target, "seed": self.seed, "budget": self.budget, "time_budget": self.time_budget,
             "best_config": self.best_config.to_json() if self.best_config else None, "best_gflops": self.best_gflops,
-            "best_latency_s": self.best_latency_s, "best_latency_cv": self.best_latency_cv, "measured": self.measured, "reused": self.reused,
+            "best_latency_s": self.best_latency_s, "best_latency_cv": self.best_latency_cv,
+            "measured": self.measured, "reused": self.reused,
             "wall_s": self.wall_s, "extra": self.extra, "trials": [t.to_json() for t in self.trials],
         }
 
@@ -107,6 +108,16 @@ class TuningResult:
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1))
+
+
+def check_budget(budget: int | None, time_budget: float | None) -> None:
+    """Raise ValueError unless (budget, time_budget) describe a run that ends."""
+    if budget is not None and (not isinstance(budget, (int, np.integer)) or budget < 1):
+        raise ValueError(f"budget must be a positive number of measurements or None, got {budget!r}")
+    if time_budget is not None and time_budget <= 0:
+        raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
+    if budget is None and time_budget is None:
+        raise ValueError("give a budget, a time_budget, or both: a tuning run must end")
 
 
 class Tuner:
@@ -122,12 +133,7 @@ class Tuner:
 
     def __init__(self, evaluator: Evaluator, *, budget: int | None = 64, time_budget: float | None = None,
                  progress: bool = False, label: str = ""):
-        if budget is not None and (not isinstance(budget, (int, np.integer)) or budget < 1):
-            raise ValueError(f"budget must be a positive number of measurements or None, got {budget!r}")
-        if time_budget is not None and time_budget <= 0:
-            raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
-        if budget is None and time_budget is None:
-            raise ValueError("give a budget, a time_budget, or both: a tuning run must end")
+        check_budget(budget, time_budget)
         self.evaluator = evaluator
         self.budget = None if budget is None else int(budget)
         self.time_budget = time_budget

@@ -254,7 +254,8 @@ class Conv2d(Workload):
         rx = te.reduce_axis((0, self.S), name="rx")
         out = te.compute(
             self.output_shape,
-            lambda n, f, y, x: te.sum(source[n, rc, y * st + ry, x * st + rx] * kernel[f, rc, ry, rx], axis=[rc, ry, rx]),
+            lambda n, f, y, x: te.sum(source[n, rc, y * st + ry, x * st + rx] * kernel[f, rc, ry, rx],
+                                      axis=[rc, ry, rx]),
             name="conv",
         )
         return te.create_prim_func([data, kernel, out])

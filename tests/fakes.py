@@ -97,3 +97,9 @@ class WrongMatmulSpace(TilesSpace):
         k = te.reduce_axis((0, wl.K - 1), name="k")  # the bug
         c = te.compute((wl.M, wl.N), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
         return tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+
+
+def run_search(agent, tuner: Tuner, seed: int = 0):
+    """``agent.tune`` without an env: search ``tuner`` with the agent and return the TuningResult."""
+    extra = agent.search(tuner, np.random.default_rng(seed)) or {}
+    return tuner.result(agent.name, seed, **extra)

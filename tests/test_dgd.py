@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fakes import SyntheticEvaluator, peak_at, small_matmul_space, synthetic_tuner
+from fakes import SyntheticEvaluator, peak_at, run_search, small_matmul_space, synthetic_tuner
 
 import tensorgym
 from tensorgym.agents.cost_model import CostModel
@@ -14,11 +14,6 @@ from tensorgym.tuner import Tuner
 
 
 FAST_MODEL = {"num_boost_round": 100}  # the walk's logic, not the model's quality, is under test
-
-
-def run(agent, tuner, seed=0):
-    extra = agent.search(tuner, np.random.default_rng(seed)) or {}
-    return tuner.result(agent.name, seed, **extra)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +46,7 @@ def segments(result):
 @pytest.mark.parametrize("budget", [1, 7, 64, 100])
 def test_budget_respected_exactly(budget):
     tuner = synthetic_tuner(budget=budget)
-    result = run(DGDAgent(), tuner)
+    result = run_search(DGDAgent(), tuner)
     assert len(result.trials) == budget
     assert tuner.evaluator.measured == budget
     assert len({t.config for t in result.trials}) == budget
@@ -59,14 +54,14 @@ def test_budget_respected_exactly(budget):
 
 
 def test_small_budget_is_random_sampling():
-    result = run(DGDAgent(), synthetic_tuner(budget=40))
+    result = run_search(DGDAgent(), synthetic_tuner(budget=40))
     assert result.extra["moves"] == 0 and result.extra["walk"] == [] and result.extra["model_fits"] == 0
 
 
 def test_deterministic_per_seed():
-    a = run(DGDAgent(initial_samples=16), synthetic_tuner(budget=80), seed=2)
-    b = run(DGDAgent(initial_samples=16), synthetic_tuner(budget=80), seed=2)
-    c = run(DGDAgent(initial_samples=16), synthetic_tuner(budget=80), seed=3)
+    a = run_search(DGDAgent(initial_samples=16), synthetic_tuner(budget=80), seed=2)
+    b = run_search(DGDAgent(initial_samples=16), synthetic_tuner(budget=80), seed=2)
+    c = run_search(DGDAgent(initial_samples=16), synthetic_tuner(budget=80), seed=3)
     assert [t.config for t in a.trials] == [t.config for t in b.trials]
     assert a.extra["walk"] == b.extra["walk"]
     assert [t.config for t in a.trials] != [t.config for t in c.trials]
@@ -76,7 +71,7 @@ def test_deterministic_per_seed():
 def test_walk_moves_only_to_measured_improvements_and_restarts_at_local_optima(space, features):
     perf, top, local = two_peaks(space)
     tuner = synthetic_tuner(space, perf, budget=200)
-    result = run(DGDAgent(features, initial_samples=32, model_options=FAST_MODEL), tuner, seed=0)
+    result = run_search(DGDAgent(features, initial_samples=32, model_options=FAST_MODEL), tuner, seed=0)
     walk = result.extra["walk"]
     assert result.extra["moves"] > 0 and result.extra["restarts"] > 0
     targets = []
@@ -101,7 +96,8 @@ def test_candidates_predicted_below_tolerance_are_never_measured(space, monkeypa
     optimum = space.sample(np.random.default_rng(8))
     perf = peak_at(space, optimum)
     monkeypatch.setattr(CostModel, "predict", lambda self, configs: np.array([perf(c) for c in configs]))
-    result = run(DGDAgent(initial_samples=8, model_options=FAST_MODEL), synthetic_tuner(space, perf, budget=200), seed=0)
+    agent = DGDAgent(initial_samples=8, model_options=FAST_MODEL)
+    result = run_search(agent, synthetic_tuner(space, perf, budget=200), seed=0)
     assert result.best_config == optimum
     for event, trials in segments(result):
         if event["event"] in ("start", "move"):
@@ -122,7 +118,7 @@ def test_measured_early_stop_and_three_hop_fallback(space, monkeypatch):
             first.append(config)
         return 50.0 if config == first[0] else 1.0  # every other config is < 0.6 x the best
 
-    result = run(DGDAgent(initial_samples=1), synthetic_tuner(space, perf, budget=25), seed=0)
+    result = run_search(DGDAgent(initial_samples=1), synthetic_tuner(space, perf, budget=25), seed=0)
     walk = result.extra["walk"]
     assert walk[0] == {"event": "start", "trial": 1, "config": first[0].key, "gflops": 50.0}
     assert walk[1]["event"] == "local_optimum" and walk[1]["trial"] == 1 + 9 + 9
@@ -137,7 +133,7 @@ def test_three_hop_move_when_one_and_two_hops_fail(space, monkeypatch):
     """No 1/2-hop neighbour beats the base (none is bad enough to stop early): a 3-hop one is found."""
     monkeypatch.setattr(CostModel, "predict", lambda self, configs: np.ones(len(configs)))
     # A budget-1 run draws the same first config as a long one (the short run is a prefix).
-    base = run(DGDAgent(initial_samples=1), synthetic_tuner(space, budget=1)).trials[0].config
+    base = run_search(DGDAgent(initial_samples=1), synthetic_tuner(space, budget=1)).trials[0].config
     near = set(space.neighbours(base, 1) + space.neighbours(base, 2))
     far = [c for c in space.neighbours(base, 3) if c not in near]
     goal = far[len(far) // 2]
@@ -148,7 +144,7 @@ def test_three_hop_move_when_one_and_two_hops_fail(space, monkeypatch):
         return 80.0 if config == goal else 40.0  # >= 0.6 x the best: the measured early stop never fires
 
     budget = 1 + len(near) + len(far)
-    result = run(DGDAgent(initial_samples=1), synthetic_tuner(space, perf, budget=budget), seed=0)
+    result = run_search(DGDAgent(initial_samples=1), synthetic_tuner(space, perf, budget=budget), seed=0)
     walk = result.extra["walk"]
     assert walk[0]["event"] == "start" and walk[0]["config"] == base.key
     assert walk[1]["event"] == "move" and walk[1]["hops"] == "3" and walk[1]["config"] == goal.key
@@ -159,8 +155,8 @@ def test_three_hop_move_when_one_and_two_hops_fail(space, monkeypatch):
 def test_short_run_is_prefix_of_long_run_and_resumes_from_records(space):
     perf, _, _ = two_peaks(space)
     evaluator = SyntheticEvaluator(space, perf)  # plays the database
-    short = run(DGDAgent(initial_samples=16), Tuner(evaluator, budget=37), seed=5)
-    long = run(DGDAgent(initial_samples=16), Tuner(evaluator, budget=90), seed=5)
+    short = run_search(DGDAgent(initial_samples=16), Tuner(evaluator, budget=37), seed=5)
+    long = run_search(DGDAgent(initial_samples=16), Tuner(evaluator, budget=90), seed=5)
     assert [t.config for t in long.trials[:37]] == [t.config for t in short.trials]
     assert long.reused == 37 and long.measured == 53
 

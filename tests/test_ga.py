@@ -6,7 +6,7 @@ from math import prod
 
 import numpy as np
 import pytest
-from fakes import SyntheticEvaluator, peak_at, small_matmul_space, synthetic_tuner
+from fakes import SyntheticEvaluator, peak_at, run_search, small_matmul_space, synthetic_tuner
 
 import tensorgym
 from tensorgym.agents.ga import (
@@ -18,11 +18,6 @@ from tensorgym.tuner import Tuner
 SMALL = dict(population=64, generations=2, batch_size=16, num_warmup_sample=16)
 
 
-def run(agent, tuner, seed=0):
-    extra = agent.search(tuner, np.random.default_rng(seed)) or {}
-    return tuner.result(agent.name, seed, **extra)
-
-
 @pytest.fixture(scope="module")
 def space():
     return small_matmul_space()
@@ -31,7 +26,7 @@ def space():
 @pytest.mark.parametrize("budget", [1, 7, 64, 100])
 def test_budget_respected_exactly(budget):
     tuner = synthetic_tuner(budget=budget)
-    result = run(GAAgent(**SMALL), tuner)
+    result = run_search(GAAgent(**SMALL), tuner)
     assert len(result.trials) == budget
     assert tuner.evaluator.measured == budget  # nothing measured beyond the budget
     configs = [t.config for t in result.trials]
@@ -41,16 +36,16 @@ def test_budget_respected_exactly(budget):
 
 def test_batches_of_batch_size_and_model_guided_after_warmup():
     tuner = synthetic_tuner(budget=40)
-    result = run(GAAgent(**SMALL), tuner)
+    result = run_search(GAAgent(**SMALL), tuner)
     assert result.extra["rounds"] == 3  # 16 + 16 + 8
     assert result.extra["model_guided_rounds"] == 2
     assert result.extra["model_fits"] == 2
 
 
 def test_deterministic_per_seed():
-    a = run(GAAgent(**SMALL), synthetic_tuner(budget=50), seed=3)
-    b = run(GAAgent(**SMALL), synthetic_tuner(budget=50), seed=3)
-    c = run(GAAgent(**SMALL), synthetic_tuner(budget=50), seed=4)
+    a = run_search(GAAgent(**SMALL), synthetic_tuner(budget=50), seed=3)
+    b = run_search(GAAgent(**SMALL), synthetic_tuner(budget=50), seed=3)
+    c = run_search(GAAgent(**SMALL), synthetic_tuner(budget=50), seed=4)
     assert [t.config for t in a.trials] == [t.config for t in b.trials]
     assert [t.config for t in a.trials] != [t.config for t in c.trials]
 
@@ -61,9 +56,9 @@ def test_model_guidance_beats_random_search(space, features):
     perf = peak_at(space, space.sample(np.random.default_rng(99)))
     ga, rnd = [], []
     for seed in range(3):
-        ga.append(run(GAAgent(features, population=256, batch_size=32, num_warmup_sample=32),
+        ga.append(run_search(GAAgent(features, population=256, batch_size=32, num_warmup_sample=32),
                       synthetic_tuner(space, perf, budget=128), seed).best_gflops)
-        rnd.append(run(RandomAgent(), synthetic_tuner(space, perf, budget=128), seed).best_gflops)
+        rnd.append(run_search(RandomAgent(), synthetic_tuner(space, perf, budget=128), seed).best_gflops)
     assert np.mean(ga) > np.mean(rnd)
 
 
@@ -71,8 +66,8 @@ def test_short_run_is_prefix_of_long_run_and_resumes_from_records(space):
     """A run cut after k trials, re-run with the same seed and records, replays them for free."""
     perf = peak_at(space, space.sample(np.random.default_rng(5)))
     evaluator = SyntheticEvaluator(space, perf)  # plays the database
-    short = run(GAAgent(**SMALL), Tuner(evaluator, budget=23), seed=1)
-    long = run(GAAgent(**SMALL), Tuner(evaluator, budget=45), seed=1)
+    short = run_search(GAAgent(**SMALL), Tuner(evaluator, budget=23), seed=1)
+    long = run_search(GAAgent(**SMALL), Tuner(evaluator, budget=45), seed=1)
     assert [t.config for t in long.trials[:23]] == [t.config for t in short.trials]
     assert not any(t.fresh for t in long.trials[:23]) and all(t.fresh for t in long.trials[23:])
     assert long.reused == 23 and long.measured == 22
@@ -80,7 +75,7 @@ def test_short_run_is_prefix_of_long_run_and_resumes_from_records(space):
 
 def test_time_budget_ends_the_search():
     tuner = synthetic_tuner(budget=None, time_budget=0.5)  # no trial budget: only the clock ends it
-    result = run(GAAgent(**SMALL), tuner)
+    result = run_search(GAAgent(**SMALL), tuner)
     assert tuner.exhausted and len(result.trials) > 0
 
 

@@ -66,7 +66,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,7 @@ from ..microkernels import Catalogue, Microkernel, load_catalogue
 from ..target import Target
 from ..workloads import Conv2d, Matmul, Workload
 from .base import Config, Space, SpaceError
+from .tiles import divisors
 from .microkernel_codegen import LAMBDA, ROLES, Plan, build_prim_func, channel_stride, vector_blocks
 
 log = logging.getLogger(__name__)
@@ -88,11 +89,6 @@ _SIZE_OF = {
     "conv2d": {"f": "vec", "y": "h", "x": "w", "rc": "c", "ry": "r", "rx": "s"},
     "matmul": {"j": "vec", "i": "h", "k": "c"},
 }
-
-
-@lru_cache(maxsize=None)
-def divisors(n: int) -> tuple[int, ...]:
-    return tuple(d for d in range(1, n + 1) if n % d == 0)
 
 
 def prime_factors(n: int) -> list[int]:

@@ -130,7 +130,8 @@ class TilesSpace(Space):
                 raise SpaceError(f"knob {lp.name!r} must be a list of {levels} tile sizes, got {tiles!r}")
             if any(t < 1 for t in tiles) or prod(tiles) != lp.extent:
                 raise SpaceError(
-                    f"tile sizes of {lp.name!r} must be positive and multiply to its extent {lp.extent}; got {list(tiles)}"
+                    f"tile sizes of {lp.name!r} must be positive and multiply to its extent {lp.extent}; "
+                    f"got {list(tiles)}"
                 )
             if tiles[-1] > self.max_innermost:
                 raise SpaceError(f"innermost tile of {lp.name!r} is {tiles[-1]} > {self.max_innermost}")
