@@ -31,6 +31,7 @@ class VendorUnavailable(RuntimeError):
 class VendorResult:
     library: str  # e.g. "torch 2.13.0 (oneDNN)"
     layout: str
+    backend: str  # what time_vendor takes: "torch" or "numpy"
     latency_s: float
     latency_cv: float
     samples: tuple[float, ...]
@@ -117,5 +118,5 @@ def _time_here(workload: Workload, library: str, layout: str, protocol: TimingPr
     else:
         raise ValueError(f"unknown library {library!r}")
     median, cv = summarize_samples(samples)
-    return {"library": name, "layout": layout, "latency_s": median, "latency_cv": cv, "samples": tuple(samples),
+    return {"library": name, "layout": layout, "backend": library, "latency_s": median, "latency_cv": cv, "samples": tuple(samples),
             "gflops": workload.gflops(median), "max_rel_error": relative_error(out, reference)}

@@ -74,11 +74,12 @@ def _board():
 def test_table_rows_statistics():
     board = _board()
     assert board.points == (2, 4)  # points beyond the budget are dropped
-    assert board.metric_names() == ["@2", "@4", "@3s", "final", "to95%"]
+    assert board.metric_names() == ["@2", "@4", "@3s", "final", "re-timed", "to95%"]
     stats = board.stats("E1", "a")
     assert stats["@2"].values == (2, 3) and stats["@4"].mean == pytest.approx(3.5)
     assert stats["@3s"].values == (3, 3) and stats["final"].values == (6, 9)
     assert stats["to95%"].values == (6.0, 6.0)
+    assert stats["re-timed"].values == (None, None)  # not re-timed yet: shown as "-"
     assert board.stats("E1", "b")["@3s"].values == (4, 4)
     assert board.stats("E2", "b")["final"].values == ()
     text = board.table()
@@ -133,7 +134,7 @@ def test_compare_resumes_from_saved_results_without_measuring(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         _random_result(seed, budget=24).save(path)
     board = compare([TEST_ENV], ["random"], budget=24, seeds=2, db=tmp_path / "r.db", out_dir=out, vendor=False,
-                    progress=False)
+                    progress=False, remeasure=0)
     assert [r.seed for r in board.results[(TEST_ENV, "random")]] == [0, 1]
     with Database(tmp_path / "r.db") as db:
         assert db.count() == 0  # nothing was measured: both runs came from out/results
@@ -149,6 +150,12 @@ def test_compare_two_agents_on_real_kernels_then_resume(tmp_path):
         assert len(result.trials) == 6 and result.best_gflops > 0
     assert {r["library"].split()[0] for r in board.vendor[TEST_ENV]} == {"numpy", "torch"}
     assert all(r["gflops"] > 0 for r in board.vendor[TEST_ENV])
+    # the winners and the vendors were re-timed in 3 interleaved rounds
+    for agent in ("random", "optuna"):
+        (result,) = board.results[(TEST_ENV, agent)]
+        assert len(result.extra["remeasured_samples"]) == 3 and result.extra["remeasured_gflops"] > 0
+    assert all(len(r["remeasured_samples"]) == 3 for r in board.vendor[TEST_ENV])
+    assert "re-timed" in board.table()
     with Database(db) as database:
         measured = database.count()
     assert 6 <= measured <= 12

@@ -1,6 +1,32 @@
 """Search spaces: the valid schedules of a workload on a target."""
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from .base import Config, Space, SpaceError
 from .tiles import TilesSpace
 
-__all__ = ["Config", "Space", "SpaceError", "TilesSpace"]
+# Name -> class, or "module:Class" for spaces imported on first use (they import the
+# measurement machinery, which imports this package).
+SPACES: dict[str, type[Space] | str] = {
+    "tiles": TilesSpace,
+    "microkernel": "tensorgym.spaces.microkernel:MicrokernelSpace",
+    "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleSpace",
+}
+
+
+def make_space(name: str, workload, target, **options: Any) -> Space:
+    """The space registered as ``name`` over ``workload`` on ``target``."""
+    try:
+        entry = SPACES[name]
+    except KeyError:
+        raise SpaceError(f"unknown space {name!r}; available: {', '.join(sorted(SPACES))}") from None
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = SPACES[name] = getattr(importlib.import_module(module), attr)
+    return entry(workload, target, **options)
+
+
+__all__ = ["SPACES", "Config", "Space", "SpaceError", "TilesSpace", "make_space"]
