@@ -476,7 +476,6 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
 def _remeasure_winners(board: Leaderboard, rounds: int, env_for, measurer, out: Path, progress: bool) -> None:
     """Time every run's best config and the vendors again, ``rounds`` interleaved rounds per env."""
     from ..agents.base import tuning_env
-    from ..spaces import make_space
     from .vendor import time_vendor
 
     for env_id in board.env_ids:
@@ -486,15 +485,7 @@ def _remeasure_winners(board: Leaderboard, rounds: int, env_for, measurer, out: 
                 and len(ref.get("remeasured_samples", ())) < rounds]
         if not runs and not refs:
             continue
-        spaces: dict[str, Any] = {}
-
-        def space_of(result: TuningResult):
-            if result.space not in spaces:
-                env = tuning_env(env_for(env_id, board_space(result.space)))
-                spaces[result.space] = (env.search_space if env.search_space.name == result.space
-                                        else make_space(result.space, env.workload, env.target))
-            return spaces[result.space]
-
+        spaces = {r.space: _space_for(env_for, env_id, r.space) for _, _, r in runs}
         samples: dict[int, list[float]] = {id(r): [] for _, _, r in runs}
         ref_samples: dict[int, list[float]] = {id(ref): [] for ref in refs}
         bar = None
@@ -505,7 +496,7 @@ def _remeasure_winners(board: Leaderboard, rounds: int, env_for, measurer, out: 
                        dynamic_ncols=True)
         for _ in range(rounds):
             for _, _, result in runs:
-                record = measurer.measure(space_of(result), [result.best_config], check=False)[0]
+                record = measurer.measure(spaces[result.space], [result.best_config], check=False)[0]
                 if record.ok:
                     samples[id(result)].append(record.gflops)
                 if bar is not None:
@@ -534,11 +525,14 @@ def _remeasure_winners(board: Leaderboard, rounds: int, env_for, measurer, out: 
             path.write_text(json.dumps(board.vendor[env_id], indent=1))
 
 
-def board_space(space: str) -> str:
-    """The env space to open for re-timing a result of ``space`` (spaces of no env, e.g. metaschedule: tiles)."""
+def _space_for(env_for, env_id: str, space: str):
+    """The space object to re-time a result of ``space`` on ``env_id``: the env's own where one exists."""
+    from ..agents.base import tuning_env
     from ..envs import ENV_CLASSES
+    from ..spaces import make_space
 
-    return space if space in ENV_CLASSES else "tiles"
+    env = tuning_env(env_for(env_id, space if space in ENV_CLASSES else "tiles"))
+    return env.search_space if env.search_space.name == space else make_space(space, env.workload, env.target)
 
 
 # -- command line -----------------------------------------------------------------------------------------------

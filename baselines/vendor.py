@@ -118,5 +118,6 @@ def _time_here(workload: Workload, library: str, layout: str, protocol: TimingPr
     else:
         raise ValueError(f"unknown library {library!r}")
     median, cv = summarize_samples(samples)
-    return {"library": name, "layout": layout, "backend": library, "latency_s": median, "latency_cv": cv, "samples": tuple(samples),
-            "gflops": workload.gflops(median), "max_rel_error": relative_error(out, reference)}
+    return {"library": name, "layout": layout, "backend": library, "latency_s": median, "latency_cv": cv,
+            "samples": tuple(samples), "gflops": workload.gflops(median),
+            "max_rel_error": relative_error(out, reference)}
