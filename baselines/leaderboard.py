@@ -473,10 +473,46 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
     return board
 
 
-def _remeasure_winners(board: Leaderboard, rounds: int, env_for, measurer, out: Path, progress: bool) -> None:
-    """Time every run's best config and the vendors again, ``rounds`` interleaved rounds per env."""
-    from ..agents.base import tuning_env
+def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Sequence[tuple[Any, str, str]],
+                       rounds: int, label: str = "re-timing", progress: bool = False
+                       ) -> tuple[list[list[float]], list[list[float]]]:
+    """Time kernels ``(space, config)`` and vendor references ``(workload, backend, layout)`` again.
+
+    ``rounds`` rounds, each timing every kernel then every vendor once, so that
+    a slow minute of the machine hits all of them alike. Returns the GFLOP/s of
+    each kernel and each vendor, one value per round (failed ones left out).
+    """
     from .vendor import time_vendor
+
+    kernel_values: list[list[float]] = [[] for _ in kernels]
+    vendor_values: list[list[float]] = [[] for _ in vendors]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=rounds * (len(kernels) + len(vendors)), desc=label, unit="kernel", dynamic_ncols=True)
+    for _ in range(rounds):
+        for values, (space, config) in zip(kernel_values, kernels):
+            record = measurer.measure(space, [config], check=False)[0]
+            if record.ok:
+                values.append(record.gflops)
+            if bar is not None:
+                bar.update(1)
+        for values, (workload, backend, layout) in zip(vendor_values, vendors):
+            try:
+                values.append(time_vendor(workload, backend, layout).gflops)
+            except RuntimeError as exc:
+                log.warning("re-timing %s %s on %s: %s", backend, layout, workload.label, exc)
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    return kernel_values, vendor_values
+
+
+def _remeasure_winners(board: Leaderboard, rounds: int, env_for, measurer, out: Path, progress: bool) -> None:
+    """Re-time every run's best config and the vendors (:func:`retime_interleaved`), per env."""
+    from ..agents.base import tuning_env
 
     for env_id in board.env_ids:
         runs = [(name, i, r) for name in board.agents for i, r in enumerate(board.results.get((env_id, name), []))
@@ -486,38 +522,15 @@ def _remeasure_winners(board: Leaderboard, rounds: int, env_for, measurer, out: 
         if not runs and not refs:
             continue
         spaces = {r.space: _space_for(env_for, env_id, r.space) for _, _, r in runs}
-        samples: dict[int, list[float]] = {id(r): [] for _, _, r in runs}
-        ref_samples: dict[int, list[float]] = {id(ref): [] for ref in refs}
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=rounds * (len(runs) + len(refs)), desc=f"re-timing {env_id}", unit="kernel",
-                       dynamic_ncols=True)
-        for _ in range(rounds):
-            for _, _, result in runs:
-                record = measurer.measure(spaces[result.space], [result.best_config], check=False)[0]
-                if record.ok:
-                    samples[id(result)].append(record.gflops)
-                if bar is not None:
-                    bar.update(1)
-            workload = tuning_env(env_for(env_id, "tiles")).workload if refs else None
-            for ref in refs:
-                try:
-                    ref_samples[id(ref)].append(time_vendor(workload, ref["backend"], ref["layout"]).gflops)
-                except RuntimeError as exc:
-                    log.warning("re-timing %s on %s: %s", ref["library"], env_id, exc)
-                if bar is not None:
-                    bar.update(1)
-        if bar is not None:
-            bar.close()
-        for name, i, result in runs:
-            values = samples[id(result)]
+        workload = tuning_env(env_for(env_id, "tiles")).workload
+        kernel_values, vendor_values = retime_interleaved(
+            measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
+            [(workload, ref["backend"], ref["layout"]) for ref in refs], rounds, f"re-timing {env_id}", progress)
+        for (name, i, result), values in zip(runs, kernel_values):
             result.extra["remeasured_samples"] = values
             result.extra["remeasured_gflops"] = float(np.median(values)) if values else None
             result.save(board.result_files[(env_id, name)][i])
-        for ref in refs:
-            values = ref_samples[id(ref)]
+        for ref, values in zip(refs, vendor_values):
             ref["remeasured_samples"] = values
             ref["remeasured_gflops"] = float(np.median(values)) if values else None
         if refs:
