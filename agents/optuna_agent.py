@@ -139,8 +139,8 @@ class OptunaAgent(Agent):
     Args:
         sampler: ``"tpe"`` (default; Optuna's multivariate TPE), ``"gp"``
             (Gaussian-process Bayesian optimisation; needs PyTorch and SciPy,
-            and takes seconds per proposal late in a run), ``"cmaes"`` (needs
-            the ``cmaes`` package, which tensorgym does not install) or
+            and takes seconds per proposal late in a run), ``"cmaes"`` (the
+            ``cmaes`` package, a tensorgym dependency) or
             ``"random"``.
         storage: where the study lives: ``"auto"`` (beside the tensorgym
             database, see the module docs), ``None`` (in memory: no resume),
