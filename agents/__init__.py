@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-import importlib
+from ..registry import lookup
 
 from .base import Agent, tuning_env
 from .cost_model import CostModel
@@ -29,14 +29,7 @@ AGENTS: dict[str, type[Agent] | str] = {
 
 def agent_class(name: str) -> type[Agent]:
     """The class registered as ``name``."""
-    try:
-        entry = AGENTS[name]
-    except KeyError:
-        raise ValueError(f"unknown agent {name!r}; available: {', '.join(sorted(AGENTS))}") from None
-    if isinstance(entry, str):
-        module, _, attr = entry.partition(":")
-        entry = AGENTS[name] = getattr(importlib.import_module(module), attr)
-    return entry
+    return lookup(AGENTS, name, "agent")
 
 
 def make_agent(name: str, **options: Any) -> Agent:
@@ -50,6 +43,5 @@ def make_agent(name: str, **options: Any) -> Agent:
     return cls(**options)
 
 
-__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "GAAgent", "OptunaAgent", "RandomAgent", "RandomStructuredAgent",
-           "agent_class",
-           "make_agent", "tuning_env"]
+__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "GAAgent", "OptunaAgent", "RandomAgent",
+           "RandomStructuredAgent", "agent_class", "make_agent", "tuning_env"]

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from ..registry import lookup
 
 from .base import Config, Space, SpaceError
 from .tiles import TilesSpace
 
 # Name -> class, or "module:Class" for spaces imported on first use (they import the
-# measurement machinery, which imports this package).
+# measurement machinery, which imports this package); see tensorgym.registry.
 SPACES: dict[str, type[Space] | str] = {
     "tiles": TilesSpace,
     "microkernel": "tensorgym.spaces.microkernel:MicrokernelSpace",
@@ -19,13 +20,7 @@ SPACES: dict[str, type[Space] | str] = {
 
 def make_space(name: str, workload, target, **options: Any) -> Space:
     """The space registered as ``name`` over ``workload`` on ``target``."""
-    try:
-        entry = SPACES[name]
-    except KeyError:
-        raise SpaceError(f"unknown space {name!r}; available: {', '.join(sorted(SPACES))}") from None
-    if isinstance(entry, str):
-        module, _, attr = entry.partition(":")
-        entry = SPACES[name] = getattr(importlib.import_module(module), attr)
+    entry = lookup(SPACES, name, "space", SpaceError)
     return entry(workload, target, **options)
 
 
