@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from .measure.protocol import TimingProtocol
-from .measure.tasks import first_calls
+from .measure.tasks import compile_library, first_calls
 from .target import Target, resolve_target
 
 log = logging.getLogger(__name__)
@@ -466,10 +466,8 @@ def build_benchmark(mk: Microkernel, target: Target, repeats: int, out_dir: str)
     t0 = time.perf_counter()
     lanes, cores = target.vector_lanes_fp32, target.num_cores
     func = build_prim_func(benchmark_workload(mk, lanes, cores), benchmark_plan(mk, lanes, cores, repeats))
-    executable = tvm.compile(tvm.IRModule({"main": func}), target=target.tvm_target())
-    path = Path(out_dir) / f"{uuid.uuid4().hex}.so"
-    executable.export_library(str(path))
-    return {"path": str(path), "seconds": time.perf_counter() - t0}
+    path = compile_library(tvm.IRModule({"main": func}), target, out_dir)
+    return {"path": path, "seconds": time.perf_counter() - t0}
 
 
 def run_benchmark(mk: Microkernel, target: Target, repeats: int, path: str,

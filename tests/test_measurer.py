@@ -63,3 +63,20 @@ def test_the_measurer_refuses_a_space_of_another_target(measurer, mm_space):
     other = TilesSpace(mm_space.workload, replace(local_cpu(), num_cores=64))
     with pytest.raises(ValueError, match="target"):
         measurer.measure(other, [other.sample(np.random.default_rng(0))])
+
+
+@pytest.mark.parametrize("linker", ["ld", "compiler driver"])
+def test_libraries_linked_either_way_compute_the_same(tmp_path, mm_space, monkeypatch, linker):
+    import tvm
+
+    from tensorgym.measure import tasks
+
+    if linker == "compiler driver":
+        monkeypatch.setattr(tasks, "_LD", None)  # as on a machine without binutils' ld on PATH
+    config = mm_space.sample(np.random.default_rng(5))
+    path = tasks.build(mm_space, config, str(tmp_path))["path"]
+    inputs, reference = tasks.reference_data(mm_space.workload)
+    args = [tvm.runtime.tensor(a, tvm.cpu(0)) for a in mm_space.kernel_arguments(config, inputs)]
+    tvm.runtime.load_module(path)["main"](*args)
+    out = mm_space.canonical_output(config, [a.numpy() for a in args])
+    assert tasks.relative_error(out, reference) <= 1e-4
