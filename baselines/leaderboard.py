@@ -366,7 +366,7 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             time_points: Sequence[float] = DEFAULT_TIME_POINTS, trial_points: Sequence[int] = DEFAULT_TRIAL_POINTS,
             out_dir: str | Path = "compare-results", *, time_budget: float | None = None,
             agent_options: Mapping[str, Mapping[str, Any]] | None = None, vendor: bool = True, plot: bool = True,
-            progress: bool = True, remeasure: int = 3) -> Leaderboard:
+            progress: bool = True, remeasure: int = 3, shape: Mapping[str, Any] | None = None) -> Leaderboard:
     """Run every agent on every env with the same budget, one at a time, into one database.
 
     Args:
@@ -381,12 +381,14 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
         vendor: time the vendor libraries; plot: write the PNGs.
         remeasure: rounds of re-timing every run's best config and the vendors at the end (0: none).
         progress: progress bars.
+        shape: the shape of the parametric ids among ``env_ids`` (``tensorgym/Matmul-v0``
+            needs ``{"M": .., "N": .., "K": ..}``); suite layers have theirs.
 
     Returns the :class:`Leaderboard` (also written to ``out_dir``).
     """
     import gymnasium as gym
 
-    from .. import envs  # noqa: F401  (registers the env ids)
+    from ..envs import PARAMETRIC_IDS, shape_kwargs
     from ..agents import make_agent
     from ..agents.base import tuning_env
     from ..database import Database
@@ -395,11 +397,17 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
     env_ids = list(dict.fromkeys(env_ids))
     if not env_ids:
         raise ValueError("give at least one env id (see `tensorgym list`)")
+    makers: dict[str, tuple[str, dict[str, Any]]] = {}  # the board's env id -> (gym id, shape kwargs)
     for env_id in env_ids:
         try:
             gym.spec(env_id)
         except gym.error.Error as exc:
             raise ValueError(f"{exc}. Run `tensorgym list` to see the environment ids.") from None
+        kwargs = shape_kwargs(env_id, shape if env_id in PARAMETRIC_IDS else None)
+        # A custom shape is part of the id the table, the files and the resume cache use.
+        shown = f"{env_id}[{','.join(f'{k}={v}' for k, v in kwargs.items())}]" if kwargs else env_id
+        makers[shown] = (env_id, kwargs)
+    env_ids = list(makers)
     names = _parse_agents(agents)
     seed_list = _parse_seeds(seeds)
     options = {name: dict((agent_options or {}).get(name, {})) for name in names}
@@ -423,7 +431,8 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
 
     def env_for(env_id: str, space: str):
         if (env_id, space) not in envs_open:
-            envs_open[(env_id, space)] = gym.make(env_id, space=space, db=database, measurer=measurer)
+            gym_id, kwargs = makers[env_id]
+            envs_open[(env_id, space)] = gym.make(gym_id, space=space, db=database, measurer=measurer, **kwargs)
         return envs_open[(env_id, space)]
 
     try:
@@ -579,6 +588,8 @@ def add_compare_parser(subparsers) -> argparse.ArgumentParser:
                                           "after the other, into one database; print the table and write "
                                           "CSV/JSON/Markdown and PNG plots. Re-running resumes.")
     p.add_argument("env_ids", nargs="+", metavar="ENV_ID", help="e.g. Conv2d-ResNet-R5-v0 Matmul-BERT-M3-v0")
+    p.add_argument("--shape", help="shape of the parametric ids tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, "
+                                   "e.g. M=512,N=768,K=3072")
     p.add_argument("--agents", default=",".join(DEFAULT_AGENTS),
                    help=f"comma-separated agent names (default: {','.join(DEFAULT_AGENTS)})")
     p.add_argument("--budget", type=int, default=128, help="measurements per run (default: 128)")
@@ -602,11 +613,14 @@ def add_compare_parser(subparsers) -> argparse.ArgumentParser:
 def cmd_compare(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget < 1:
         raise SystemExit("error: --budget must be >= 1")
+    from ..envs import parse_shape
+
     try:
+        shape = parse_shape(args.shape) if args.shape else None
         board = compare(args.env_ids, args.agents, budget=args.budget, seeds=args.seeds, db=args.db,
                         time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
                         time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
-                        progress=not args.quiet, remeasure=args.remeasure)
+                        progress=not args.quiet, remeasure=args.remeasure, shape=shape)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     print()

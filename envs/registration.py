@@ -3,7 +3,8 @@
 * ``{Op}-{Suite}-{Layer}-v0`` for every suite layer, e.g. ``Conv2d-ResNet-R5-v0``,
   ``Conv2d-YOLO-Y9-v0``, ``Matmul-BERT-M3-v0``, ``Conv2d-ResNet18-C4-v0``;
 * ``tensorgym/Conv2d-v0`` and ``tensorgym/Matmul-v0`` for shapes of your own:
-  ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``.
+  ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``; on the command line
+  ``--shape M=256,N=256,K=512`` (:func:`shape_kwargs`).
 
 Every id takes the env keyword arguments: ``space=`` (``"tiles"``, the tile-hop env, or
 ``"microkernel"``, the microkernel-construction env), ``target=``, ``db=``, ``measurer=``,
@@ -12,6 +13,8 @@ Every id takes the env keyword arguments: ``space=`` (``"tiles"``, the tile-hop 
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -54,3 +57,44 @@ def register_envs() -> None:
         gym.register(id="tensorgym/Conv2d-v0", entry_point="tensorgym.envs.registration:make_conv2d_env")
     if "tensorgym/Matmul-v0" not in gym.registry:
         gym.register(id="tensorgym/Matmul-v0", entry_point="tensorgym.envs.registration:make_matmul_env")
+
+
+# The ids that take a shape, and an example of one (for error messages and --help).
+PARAMETRIC_IDS: dict[str, tuple[Any, str]] = {
+    "tensorgym/Conv2d-v0": (make_conv2d_env, "C=64,H=56,F=64,R=3"),
+    "tensorgym/Matmul-v0": (make_matmul_env, "M=512,N=768,K=3072"),
+}
+
+
+def parse_shape(text: str) -> dict[str, int | str]:
+    """``"M=512,N=768,K=3072"`` -> ``{"M": 512, "N": 768, "K": 3072}`` (values that are not integers,
+    such as ``padding=same``, stay strings)."""
+    shape: dict[str, int | str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"a shape is comma-separated NAME=VALUE pairs, e.g. M=512,N=768,K=3072; got {text!r}")
+        value = value.strip()
+        shape[key.strip()] = int(value) if value.lstrip("-").isdigit() else value
+    return shape
+
+
+def shape_kwargs(env_id: str, shape: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The shape keyword arguments ``gym.make(env_id, ...)`` needs: ``shape`` for a parametric id,
+    nothing for a suite layer. Raises ``ValueError`` saying what is missing or extra."""
+    if env_id not in PARAMETRIC_IDS:
+        if shape:
+            raise ValueError(f"{env_id} has a fixed shape; a shape is for {' and '.join(PARAMETRIC_IDS)}")
+        return {}
+    entry, example = PARAMETRIC_IDS[env_id]
+    if not shape:
+        raise ValueError(f"{env_id} tunes a shape of your own: give one (command line: --shape {example})")
+    parameters = {name: p for name, p in inspect.signature(entry).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    missing = [name for name, p in parameters.items() if p.default is p.empty and name not in shape]
+    unknown = [name for name in shape if name not in parameters]
+    if missing or unknown:
+        problems = ([f"missing {', '.join(missing)}"] if missing else []) + (
+            [f"unknown {', '.join(unknown)}"] if unknown else [])
+        raise ValueError(f"shape of {env_id}: {'; '.join(problems)} (it takes {', '.join(parameters)}; "
+                         f"e.g. {example})")
+    return dict(shape)

@@ -1,7 +1,7 @@
 """The ``tensorgym`` command line.
 
   tensorgym list [--suite NAME]                 every registered environment, its shape and GFLOP count
-  tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] ...
+  tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] [--shape M=..,N=..,K=..] ...
                                                 tune one env; re-running with the same --db resumes
   tensorgym compare ENV_ID [ENV_ID ...] --agents random,ga,dgd --budget N --seeds S
                                                 every agent on every env, one run: table, CSV/JSON, PNG
@@ -43,26 +43,29 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 2
     print(_table(rows, ("env id", "suite", "shape", "GFLOP")))
     print("\nCustom shapes: gym.make('tensorgym/Conv2d-v0', C=.., H=.., F=.., R=..) or "
-          "gym.make('tensorgym/Matmul-v0', M=.., N=.., K=..)")
+          "gym.make('tensorgym/Matmul-v0', M=.., N=.., K=..); on the command line "
+          "`tensorgym tune tensorgym/Matmul-v0 --shape M=..,N=..,K=..`")
     return 0
 
 
-def _make_env(env_id: str, space: str, db: str):
+def _make_env(env_id: str, space: str, db: str, shape: str | None):
     import gymnasium as gym
 
-    from . import envs  # noqa: F401  (registers the ids)
+    from .envs import parse_shape, shape_kwargs
 
     try:
-        return gym.make(env_id, space=space, db=db)
+        return gym.make(env_id, space=space, db=db, **shape_kwargs(env_id, parse_shape(shape or "")))
     except gym.error.Error as exc:
         raise SystemExit(f"error: {exc}. Run `tensorgym list` to see the environment ids.") from None
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from .agents import make_agent
     from .agents.base import tuning_env
 
-    env = _make_env(args.env_id, args.space, args.db)
+    env = _make_env(args.env_id, args.space, args.db, args.shape)
     base = tuning_env(env)
     options = {"features": args.features} if args.features else {}
     try:
@@ -137,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tune", help="tune one environment with a search agent")
     p.add_argument("env_id", help="e.g. Conv2d-ResNet-R5-v0 (see `tensorgym list`)")
+    p.add_argument("--shape", help="shape of tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, e.g. M=512,N=768,K=3072")
     p.add_argument("--agent", default="random", help="search agent (default: random)")
     p.add_argument("--space", default="tiles", choices=("tiles", "microkernel"),
                    help="search space (default: tiles)")

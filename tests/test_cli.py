@@ -36,6 +36,22 @@ def test_cli_errors_say_what_to_do(tmp_path):
         main(["tune", "Conv2d-ResNet-R5-v0", "--budget", "0"])
     with pytest.raises(SystemExit, match="does not exist"):
         main(["show", str(tmp_path / "missing.db")])
+    db = str(tmp_path / "y.db")
+    with pytest.raises(SystemExit, match="--shape M=512,N=768,K=3072"):
+        main(["tune", "tensorgym/Matmul-v0", "--db", db])
+    with pytest.raises(SystemExit, match="missing K"):
+        main(["tune", "tensorgym/Matmul-v0", "--shape", "M=64,N=32", "--db", db])
+    with pytest.raises(SystemExit, match="fixed shape"):
+        main(["tune", "Matmul-BERT-M2-v0", "--shape", "M=64,N=32,K=16", "--db", db])
+    with pytest.raises(SystemExit, match="NAME=VALUE"):
+        main(["compare", "tensorgym/Matmul-v0", "--shape", "M64", "--db", db, "--out", str(tmp_path / "out")])
+
+
+def test_tune_a_shape_of_your_own(tmp_path, capsys):
+    args = ["tune", "tensorgym/Conv2d-v0", "--shape", "C=8,H=9,F=16,R=3,stride=2", "--budget", "2",
+            "--db", str(tmp_path / "own.db"), "--no-vendor", "-q"]
+    assert main(args) == 0
+    assert "conv2d N=1 C=8 H=9 W=9 F=16 3x3 stride=2" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("workload, library, layout", [
