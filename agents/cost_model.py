@@ -125,8 +125,8 @@ def generic_features(space: Space, config: Config) -> np.ndarray:
         raise ValueError(f"generic features are defined for the tiles space, not {space.name!r}; "
                          f"use features='af'")
     out: list[float] = []
-    spatial = [lp.name for lp in space.loops if lp.kind == "spatial"]
-    reduction = [lp.name for lp in space.loops if lp.kind == "reduction"]
+    spatial = [lp.name for lp in space.workload.spatial_loops]
+    reduction = [lp.name for lp in space.workload.reduction_loops]
     for lp in space.loops:
         if lp.extent > 1:
             out += [_log2(t) for t in config[lp.name]]
@@ -142,10 +142,8 @@ def generic_features(space: Space, config: Config) -> np.ndarray:
 def analytical_features(space: Space, config: Config) -> np.ndarray:
     """``space.features(config)`` with ``log2(1 + x)`` on the unbounded features (see the module docs)."""
     raw = np.asarray(space.features(config), dtype=np.float64)
-    names = space.feature_names
-    if len(names) != len(raw):  # a space that does not name its features: log every non-negative one
-        return np.where(raw >= 0, np.log2(1.0 + np.abs(raw)), raw)
-    return np.array([math.log2(1.0 + v) if n in _LOG_FEATURES and v >= 0 else v for n, v in zip(names, raw)])
+    return np.array([math.log2(1.0 + v) if n in _LOG_FEATURES and v >= 0 else v
+                     for n, v in zip(space.feature_names, raw)])
 
 
 def normalised_targets(gflops: Sequence[float | None]) -> np.ndarray:
@@ -181,7 +179,7 @@ class CostModel:
                  xgb_params: dict[str, Any] | None = None):
         if features not in FEATURE_SETS:
             raise ValueError(f"features must be one of {FEATURE_SETS}, got {features!r}")
-        if features == "af" and len(space.features(space.sample(np.random.default_rng(0)))) == 0:
+        if features == "af" and not space.feature_names:
             raise ValueError(f"the {space.name!r} space defines no analytical features; use features='generic'")
         if features == "generic":
             generic_feature_names(space)  # raises a clear error for other spaces
@@ -210,6 +208,7 @@ class CostModel:
         self._gflops: list[float | None] = []
         self._index: dict[Config, int] = {}
         self._cache: dict[Config, np.ndarray] = {}
+        self._featurize_one = generic_features if features == "generic" else analytical_features
         self.fits = 0  # how many times the booster was trained
 
     # -- features -------------------------------------------------------------------
@@ -227,21 +226,13 @@ class CostModel:
         for config in configs:
             row = self._cache.get(config)
             if row is None:
-                if self.features == "generic":
-                    row = generic_features(self.space, config)
-                else:
-                    row = analytical_features(self.space, config)
-                self._cache[config] = row
+                row = self._cache[config] = self._featurize_one(self.space, config)
             rows.append(row)
         if not rows:
             return np.zeros((0, len(self.feature_names)))
         return np.vstack(rows)
 
     # -- training -----------------------------------------------------------------------
-    @property
-    def trained(self) -> bool:
-        return self._booster is not None
-
     @property
     def num_samples(self) -> int:
         """Configs in the training data."""

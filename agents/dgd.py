@@ -121,19 +121,17 @@ class _Walk:
         self.events: list[dict[str, Any]] = []
         self.initial = 0
         self.moves = self.restarts = self.random_starts = self.local_optima = self.hop3_moves = 0
-        self._fitted_on = 0
 
     # -- bookkeeping ------------------------------------------------------------------------
     def measure(self, configs: Sequence[Config]) -> list[Record]:
         records = self.tuner.measure(configs)
         for record in records:
-            self.gflops[record.config] = record.gflops if record.ok and record.gflops else 0.0
+            self.gflops[record.config] = record.score
         return records
 
     def retrain(self) -> None:
-        if len(self.gflops) != self._fitted_on:
+        if len(self.gflops) != self.model.num_samples:
             self.model.fit(list(self.gflops), list(self.gflops.values()))
-            self._fitted_on = len(self.gflops)
 
     def event(self, kind: str, config: Config, **facts: Any) -> None:
         self.events.append({"event": kind, "trial": len(self.tuner.trials), "config": config.key,
@@ -197,8 +195,7 @@ class _Walk:
         for hops in ((1, 2), (3,)):
             candidates: dict[Config, None] = {}
             for h in hops:
-                candidates.update(dict.fromkeys(self.tuner.neighbours(base, h)))
-            candidates.pop(base, None)
+                candidates.update(dict.fromkeys(self.tuner.neighbours(base, h)))  # never ``base`` itself
             if not candidates:
                 continue
             target, stop = self.move(base, list(candidates))

@@ -154,6 +154,12 @@ def crossover(a: Config, b: Config, rng: np.random.Generator) -> Config:
     return Config({knob: (b[knob] if pick else a[knob]) for knob, pick in zip(a, picks)})
 
 
+def _measured(tuner: Tuner, first: int) -> tuple[list[Config], list[float]]:
+    """The configs of ``tuner.trials[first:]``, in order, and their scores (GFLOP/s; failed: 0)."""
+    records = [tuner.seen(trial.config) for trial in tuner.trials[first:]]
+    return [r.config for r in records], [r.score for r in records]
+
+
 # -- the agent ---------------------------------------------------------------------------------
 class GAAgent(Agent):
     """Ansor's evolutionary search guided by an online XGBoost cost model (see the module docs).
@@ -212,10 +218,10 @@ class GAAgent(Agent):
     def search(self, tuner: Tuner, rng: np.random.Generator) -> dict[str, Any]:
         space = tuner.space
         model = CostModel(space, self.features, seed=int(rng.integers(2**31)), **self.model_options)
-        configs: list[Config] = []  # every config measured in this run, in order
-        values: list[float] = []  # their GFLOP/s (0 for failed ones)
+        first = len(tuner.trials)  # the trials of this search are tuner.trials[first:]
         rounds = model_rounds = 0
         while not tuner.exhausted:
+            configs, values = _measured(tuner, first)
             trusted = len(configs) >= self.num_warmup_sample and len(configs) > 0
             if trusted and model.num_samples != len(configs):
                 model.fit(configs, values)
@@ -226,15 +232,8 @@ class GAAgent(Agent):
             if not batch:
                 log.info("ga: the space has no unmeasured config left")
                 break
-            records = tuner.measure(batch)
-            if not records:
+            if not tuner.measure(batch):
                 break
-            known = set(configs)
-            for record in records:
-                if record.config not in known:
-                    known.add(record.config)
-                    configs.append(record.config)
-                    values.append(record.gflops if record.ok and record.gflops else 0.0)
             rounds += 1
             model_rounds += trusted
         return {"features": self.features, "rounds": rounds, "model_guided_rounds": model_rounds,

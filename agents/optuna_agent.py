@@ -309,4 +309,4 @@ class OptunaAgent(Agent):
             return
         if isinstance(trial, optuna.trial.Trial):
             trial.set_user_attr("status", record.status.value)
-        study.tell(trial, float(record.gflops) if record.ok and record.gflops else 0.0)
+        study.tell(trial, record.score)

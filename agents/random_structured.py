@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from ..tuner import Tuner
-from .base import Agent
+from ..spaces.base import Config
+from .random_search import RandomAgent
 
 
-class RandomStructuredAgent(Agent):
-    """Seed 003's random sampler over the microkernel space.
+class RandomStructuredAgent(RandomAgent):
+    """Seed 003's random sampler over the microkernel space (:class:`RandomAgent` in that space).
 
     Args:
         batch_size: configs per measurement batch (built in parallel, timed one by one).
@@ -33,18 +31,5 @@ class RandomStructuredAgent(Agent):
     name = "random-structured"
     spaces = ("microkernel",)
 
-    def __init__(self, batch_size: int = 16):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.batch_size = batch_size
-
-    def search(self, tuner: Tuner, rng: np.random.Generator) -> dict[str, Any]:
-        combinations = 0
-        while not tuner.exhausted:
-            n = self.batch_size if tuner.remaining is None else min(self.batch_size, tuner.remaining)
-            batch = tuner.sample(rng, n)
-            if not batch:
-                break  # every config of the space was drawn
-            combinations += sum(len(config["h"]) == 4 for config in batch)
-            tuner.measure(batch)
-        return {"combination_draws": combinations}
+    def _summary(self, drawn: list[Config]) -> dict[str, Any]:
+        return {"combination_draws": sum(len(config["h"]) == 4 for config in drawn)}

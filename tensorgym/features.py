@@ -70,6 +70,33 @@ def block_traffic(accesses, extents: dict[str, int]) -> tuple[float, float]:
     return flops, 4.0 * elements
 
 
+def register_reuse(accesses, extents: dict[str, int], spatial, output_reuse: int) -> float:
+    """1 / sum over tensors T of 1 / reuse_T, for a register block with the given loop ``extents``.
+
+    An input's reuse is the product of the block extents of the ``spatial`` loops that do not
+    index it; the output (the last tensor of ``accesses``), accumulated in registers, has
+    ``output_reuse``. Shared by the CPU ``reg_reuse`` and the GPU ``Reg_Reuse_Factor``.
+    """
+    inverse = 0.0
+    for name in list(accesses)[:-1]:
+        indexed = {loop for dim in accesses[name] for loop, _ in dim}
+        inverse += 1.0 / prod(extents[n] for n in spatial if n not in indexed)
+    inverse += 1.0 / output_reuse
+    return 1.0 / inverse
+
+
+def wave_efficiency(tasks: int, workers: int) -> float:
+    """(tasks / workers) / ceil(tasks / workers): the busy share of the waves (1 when they are full).
+
+    The CPU ``parallel_balance`` (tasks of the parallel loop on cores) and the GPU
+    ``Wave_Efficiency`` (thread blocks on SMs; 320 blocks on 128 SMs: 0.83).
+    """
+    if tasks < 1 or workers < 1:
+        raise ValueError(f"need >= 1 task and >= 1 worker, got {tasks} and {workers}")
+    waves = tasks / workers
+    return waves / ceil(waves)
+
+
 def tile_features(space, config) -> np.ndarray:
     """The raw analytical features of a ``tiles`` config (order: :data:`FEATURE_NAMES`)."""
     wl, target = space.workload, space.target
@@ -87,17 +114,7 @@ def tile_features(space, config) -> np.ndarray:
     l2_flops, l2_bytes = block_traffic(accesses, l2_ext)
     l1_flops, l1_bytes = block_traffic(accesses, l1_ext)
 
-    names = list(accesses)
-    output = names[-1]
-    inv = 0.0
-    for name in names:
-        indexed = {loop for dim in accesses[name] for loop, _ in dim}
-        if name == output:
-            reuse = prod(tiles[n][1] for n in reduction)
-        else:
-            reuse = prod(reg_ext[n] for n in spatial if n not in indexed)
-        inv += 1.0 / reuse
-    reg_reuse = 1.0 / inv
+    reg_reuse = register_reuse(accesses, reg_ext, spatial, output_reuse=prod(tiles[n][1] for n in reduction))
 
     vec_loop = spatial[-1]
     v = tiles[vec_loop][3]
@@ -107,7 +124,7 @@ def tile_features(space, config) -> np.ndarray:
 
     parallel = prod(tiles[n][0] for n in spatial)
     cores = target.num_cores
-    balance = (parallel / cores) / ceil(parallel / cores)
+    balance = wave_efficiency(parallel, cores)
 
     contiguous = 0
     for access in accesses.values():

@@ -84,7 +84,6 @@ zeroes the features of infeasible tilings (and the model predicts -inf).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from math import ceil, prod
@@ -92,7 +91,7 @@ from typing import Any
 
 import numpy as np
 
-from .features import footprint
+from .features import footprint, register_reuse, wave_efficiency
 from .workloads import Workload
 
 GPU_FEATURE_NAMES = (
@@ -209,9 +208,6 @@ class GPUTiling:
     def inputs(self) -> list[str]:
         return list(self.workload.accesses)[:-1]
 
-    def output(self) -> str:
-        return list(self.workload.accesses)[-1]
-
     def shared_elements(self) -> int:
         """Elements of all input tiles held in shared memory by one block."""
         ext, acc = self.shared_extents(), self.workload.accesses
@@ -228,14 +224,6 @@ def _warps(threads: int, hw: GPUHardware) -> int:
 
 
 # -- the seven features ----------------------------------------------------------------------
-def wave_efficiency(num_blocks: int, num_sms: int) -> float:
-    """(nTB / nSM) / ceil(nTB / nSM): 1 when the blocks fill whole waves; 320 blocks on 128 SMs: 0.83."""
-    if num_blocks < 1 or num_sms < 1:
-        raise ValueError(f"need >= 1 block and >= 1 SM, got {num_blocks} and {num_sms}")
-    waves = num_blocks / num_sms
-    return waves / math.ceil(waves)
-
-
 def ilp(tiling: GPUTiling) -> float:
     """Independent accumulators per thread: prod over spatial loops of vthread * reg1 * reg2."""
     ext = tiling.register_extents()
@@ -244,14 +232,8 @@ def ilp(tiling: GPUTiling) -> float:
 
 def reg_reuse_factor(tiling: GPUTiling) -> float:
     """1 / sum_X 1 / reuse_X (see the module docs)."""
-    ext, acc = tiling.register_extents(), tiling.workload.accesses
-    inverse = 0.0
-    for name in tiling.inputs():
-        indexed = {loop for dim in acc[name] for loop, _ in dim}
-        inverse += 1.0 / prod(ext[n] for n in tiling.spatial if n not in indexed)
-    out_reuse = prod(lp.extent for lp in tiling.workload.loops if lp.kind == "reduction")
-    inverse += 1.0 / out_reuse
-    return 1.0 / inverse
+    out_reuse = prod(lp.extent for lp in tiling.workload.reduction_loops)
+    return register_reuse(tiling.workload.accesses, tiling.register_extents(), tiling.spatial, out_reuse)
 
 
 def wlp(tiling: GPUTiling, hw: GPUHardware = GPUHardware()) -> float:

@@ -57,6 +57,11 @@ class Record:
     def ok(self) -> bool:
         return self.status is Status.OK
 
+    @property
+    def score(self) -> float:
+        """GFLOP/s of a correct kernel, 0.0 otherwise (failed, or no throughput): what searches maximise."""
+        return float(self.gflops) if self.ok and self.gflops else 0.0
+
     def with_id(self, record_id: int) -> "Record":
         return replace(self, id=record_id)
 
