@@ -243,9 +243,9 @@ class GAAgent(Agent):
     def _next_batch(self, tuner: Tuner, rng: np.random.Generator, scorer: Callable[[list[Config]], np.ndarray],
                     configs: list[Config], values: list[float]) -> list[Config]:
         """One round: initial population, evolution, eps-greedy pick of ``batch_size`` unmeasured configs."""
-        n_measured = min(len(configs), int(self.init_measured_ratio * self.population))
+        n_measured = int(self.init_measured_ratio * self.population)
         best_first = [i for i in sorted(range(len(configs)), key=lambda i: -values[i]) if values[i] > 0][:n_measured]
-        init = tuner.sample(rng, self.population - n_measured) + [configs[i] for i in best_first]
+        init = tuner.sample(rng, self.population - len(best_first)) + [configs[i] for i in best_first]
         if not init:
             return []
         num_random = int(self.eps_greedy * self.batch_size)
