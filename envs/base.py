@@ -16,7 +16,7 @@ import gymnasium as gym
 from ..database import Database
 from ..evaluator import Evaluator
 from ..measure.measurer import Measurer
-from ..spaces import Space
+from ..spaces import Space, make_space
 from ..target import Target, resolve_target
 from ..workloads import Workload
 
@@ -75,7 +75,8 @@ class TuningEnv(gym.Env):
         self._evaluator: Evaluator | None = None
 
     def make_space(self, workload: Workload, target: Target, **options: Any) -> Space:
-        raise NotImplementedError
+        """The search space of this env (the one registered as :attr:`space_name`)."""
+        return make_space(self.space_name, workload, target, **options)
 
     @property
     def evaluator(self) -> Evaluator:

@@ -60,14 +60,12 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
-from ..spaces import Config, Space
-from ..spaces.microkernel import LAMBDA, MicrokernelSpace, Selection, divisors
-from ..target import Target
+from ..spaces import Config
+from ..spaces.microkernel import LAMBDA, MicrokernelSpace, Selection, _log_ratio, divisors
 from ..workloads import Workload
 from .base import TuningEnv
+from .tile_hop import FAILED_KERNEL_PENALTY, INVALID_ACTION_PENALTY
 
-INVALID_ACTION_PENALTY = -1.0
-FAILED_KERNEL_PENALTY = -1.0
 UNMEASURED_PEAK_GFLOPS = 1000.0  # reward scale when the catalogue carries no measured peak (tests)
 PHASES = ("kernel", "partner", "a", "b", "reuse", "tiles", "parallel")
 MAX_H = 16  # largest microkernel h (the partner segment has one action per h)
@@ -78,11 +76,15 @@ class MicrokernelEnv(TuningEnv):
 
     Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s go to
     :class:`~tensorgym.spaces.MicrokernelSpace` (``catalogue``, ``threshold``, ``prepacked``, ``cache_dir``).
+    ``backend="replay"`` is not supported: every episode's config is measured.
     """
 
     space_name = "microkernel"
 
     def __init__(self, workload: Workload, **kwargs: Any):
+        if kwargs.get("backend") == "replay":
+            raise ValueError("backend='replay' is supported by the tiles env; "
+                             "the microkernel env measures every episode's config")
         super().__init__(workload, **kwargs)
         space: MicrokernelSpace = self.search_space  # type: ignore[assignment]
         self.kernels = sorted({s.kernel for s in space.selections})
@@ -114,9 +116,6 @@ class MicrokernelEnv(TuningEnv):
         self._steps = 0
         self._best = None
         self._last = None
-
-    def make_space(self, workload: Workload, target: Target, **options: Any) -> Space:
-        return MicrokernelSpace(workload, target, **options)
 
     # -- gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -204,7 +203,7 @@ class MicrokernelEnv(TuningEnv):
                     out.append(i)
             return out
         if phase == "parallel":
-            return list(range(space.parallel_run(self._stack)[1] + 1))
+            return list(range(space.parallel_run(self._stack) + 1))
         return []
 
     def _combos(self) -> list[Selection]:
@@ -295,7 +294,7 @@ class MicrokernelEnv(TuningEnv):
             obs.append(math.log2(extent) / 12 if extent > 1 else 0.0)
         pending = self._selection is not None and self._selection.combo is not None and not self._lambda_placed
         obs += [float(pending), float(self._lambda_placed), len(self._stack) / space.max_stack,
-                space.parallel_run(self._stack)[1] / space.max_stack]
+                space.parallel_run(self._stack) / space.max_stack]
         obs += [float(space.op == "conv2d"), float(space.op == "matmul")]
         return np.clip(np.asarray(obs, dtype=np.float32), 0.0, 1.0)
 
@@ -332,7 +331,3 @@ class MicrokernelEnv(TuningEnv):
     def config(self) -> Config | None:
         """The config built in this episode, once complete."""
         return self._config if self._phase in ("measure", "done") else None
-
-
-def _log_ratio(value: int, extent: int) -> float:
-    return float(math.log2(value) / math.log2(extent)) if extent > 1 and value >= 1 else 0.0

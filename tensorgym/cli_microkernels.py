@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .microkernels import DEFAULT_THRESHOLD
+
 
 def add_microkernels_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``microkernels`` command (with ``calibrate`` and ``show``) to an argparse subparsers object."""
@@ -24,8 +26,8 @@ def add_microkernels_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="measure a small subset (CI; under a minute)")
     p.add_argument("--paper", action="store_true",
                    help="measure seed 003's unpruned enumeration (~2000 candidates instead of 840)")
-    p.add_argument("--threshold", type=float, default=0.8,
-                   help="keep microkernels at >= this fraction of the measured peak (default: 0.8)")
+    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                   help=f"keep microkernels at >= this fraction of the measured peak (default: {DEFAULT_THRESHOLD})")
     p.add_argument("--force", action="store_true", help="re-measure even if this machine has a catalogue")
     p.add_argument("--cache-dir", default=None,
                    help="catalogue directory (default: $TENSORGYM_CACHE/microkernels, "
@@ -44,13 +46,11 @@ def add_microkernels_parser(subparsers) -> argparse.ArgumentParser:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from .microkernels import calibrate
 
-    if not 0.0 <= args.threshold <= 1.0:
-        raise SystemExit("error: --threshold is a fraction of the peak in [0, 1]")
-    if args.quick and args.paper:
-        raise SystemExit("error: choose --quick or --paper, not both")
-    result = calibrate(quick=args.quick, paper=args.paper, threshold=args.threshold, force=args.force,
-                       cache_dir=args.cache_dir,
-                       progress=not getattr(args, "quiet", False))
+    try:
+        result = calibrate(quick=args.quick, paper=args.paper, threshold=args.threshold, force=args.force,
+                           cache_dir=args.cache_dir, progress=not args.quiet)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     cat = result.catalogue
     kept = cat.kept()
     if result.reused:

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from .measure.protocol import TimingProtocol
-from .measure.tasks import compile_library, first_calls
+from .measure.tasks import compile_library, main_sampler, relative_error
 from .target import Target, resolve_target
 
 log = logging.getLogger(__name__)
@@ -420,16 +420,12 @@ def measure_peak(target: Target, protocol: TimingProtocol, iterations: int = 200
     ab = np.stack([np.full(lanes, 0.999, "float32"), np.full(lanes, 0.001, "float32")])
     device = tvm.cpu(0)
     args = [tvm.runtime.tensor(a, device) for a in (x, ab, np.zeros_like(x))]
-    first = first_calls(lambda: module["main"](*args), protocol, force=True)
+    first = protocol.first_call(lambda: module["main"](*args), force=True)
     expected = x.astype(np.float64) * 0.999 ** iterations + 1.0 * (1 - 0.999 ** iterations)  # fixed point b/(1-a) = 1
     if not np.allclose(args[2].numpy(), expected, rtol=1e-2, atol=1e-2):
         raise RuntimeError("the FMA peak kernel computed a wrong result")
 
-    def samples(number: int, repeat: int) -> list[float]:
-        ev = module.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=0)
-        return [float(s) for s in ev(*args).results]
-
-    timed, number = protocol.run(first, samples)
+    timed, number = protocol.run(first, main_sampler(module, device, args))
     median = float(np.median(timed))
     flops = 2 * lanes * PEAK_CHAINS * iterations * cores
     return {"gflops": flops / median / 1e9, "latency_s": median, "samples": timed, "build_s": build_s}
@@ -443,9 +439,9 @@ def benchmark_workload(mk: Microkernel, lanes: int, cores: int):
                   R=mk.r, S=mk.s, stride=1, padding=0, suite="microkernel", name=mk.label)
 
 
-def benchmark_repeats(mk: Microkernel, lanes: int, fma_per_core_s: float) -> int:
+def benchmark_repeats(mk: Microkernel, fma_per_core_s: float) -> int:
     """Repetitions of the same tile per call, so that one call keeps each core busy ~150 microseconds."""
-    fmas = mk.out_registers * mk.c * mk.r * mk.s * BENCH_REUSE  # vector FMAs of one tile
+    fmas = mk.fmas(1) * BENCH_REUSE  # vector FMAs of one tile
     return max(1, math.ceil(BENCH_TARGET_SECONDS * fma_per_core_s / fmas))
 
 
@@ -475,7 +471,8 @@ def run_benchmark(mk: Microkernel, target: Target, repeats: int, path: str,
     """Runs in the runner worker: load, check against NumPy (``repeats`` x the conv), time."""
     import tvm
 
-    from .spaces.microkernel_codegen import channel_stride, vector_blocks
+    from .spaces.microkernel import pack_conv2d, unpack_conv2d
+    from .spaces.microkernel_codegen import vector_blocks
 
     try:
         module = tvm.runtime.load_module(path)
@@ -485,24 +482,17 @@ def run_benchmark(mk: Microkernel, target: Target, repeats: int, path: str,
     wl = benchmark_workload(mk, lanes, cores)
     data, kernel = wl.random_inputs(seed=0)
     reference = repeats * wl.reference(data, kernel)
-    fv = vector_blocks(wl.F, lanes)
-    packed_data = np.zeros((wl.N, wl.H, wl.W, channel_stride(wl.C)), dtype="float32")
-    packed_data[..., :wl.C] = data.transpose(0, 2, 3, 1)
-    packed_kernel = np.ascontiguousarray(kernel.reshape(fv, lanes, wl.C, wl.R, wl.S).transpose(0, 3, 4, 2, 1))
-    out = np.full((wl.N, fv, wl.OH, wl.OW, lanes), np.nan, dtype="float32")
+    packed_data, packed_kernel = pack_conv2d(wl, lanes, data, kernel)
+    out = np.full((wl.N, vector_blocks(wl.F, lanes), wl.OH, wl.OW, lanes), np.nan, dtype="float32")
     device = tvm.cpu(0)
     args = [tvm.runtime.tensor(a, device) for a in (packed_data, packed_kernel, out)]
-    first = first_calls(lambda: module["main"](*args), protocol)
-    result = args[2].numpy().transpose(0, 1, 4, 2, 3).reshape(wl.output_shape)
-    err = float(np.max(np.abs(result - reference)) / max(np.max(np.abs(reference)), 1e-30))
+    first = protocol.first_call(lambda: module["main"](*args))
+    result = unpack_conv2d(wl, args[2].numpy())
+    err = relative_error(result, reference)
     if not err <= protocol.rtol:
         return {"status": "wrong_result", "error": f"max relative error {err:.3g}"}
 
-    def samples(number: int, repeat: int) -> list[float]:
-        ev = module.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=0)
-        return [float(s) for s in ev(*args).results]
-
-    timed, _ = protocol.run(first, samples)
+    timed, _ = protocol.run(first, main_sampler(module, device, args))
     median = float(np.median(timed))
     return {"status": "ok", "latency_s": median, "gflops": repeats * wl.flops / median / 1e9}
 
@@ -605,7 +595,7 @@ def _measure_all(target: Target, candidates: Sequence[Microkernel], protocol: Ti
             peak = _peak(runner, target, protocol, timeout)
             log.info("measured fp32 FMA peak: %.1f GFLOP/s on %d cores", peak, cores)
             fma_per_core_s = peak * 1e9 / (2 * target.vector_lanes_fp32) / cores
-            repeats = {mk: benchmark_repeats(mk, target.vector_lanes_fp32, fma_per_core_s) for mk in candidates}
+            repeats = {mk: benchmark_repeats(mk, fma_per_core_s) for mk in candidates}
             if progress:
                 from tqdm.auto import tqdm
 

@@ -72,7 +72,7 @@ def test_libraries_linked_either_way_compute_the_same(tmp_path, mm_space, monkey
     from tensorgym.measure import tasks
 
     if linker == "compiler driver":
-        monkeypatch.setattr(tasks, "_LD", None)  # as on a machine without binutils' ld on PATH
+        monkeypatch.setattr(tasks, "_ld", lambda: None)  # as on a machine without binutils' ld on PATH
     config = mm_space.sample(np.random.default_rng(5))
     path = tasks.build(mm_space, config, str(tmp_path))["path"]
     inputs, reference = tasks.reference_data(mm_space.workload)

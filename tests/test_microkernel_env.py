@@ -114,6 +114,11 @@ def test_missing_catalogue_says_to_calibrate(tmp_path):
         MicrokernelEnv(SUITES["ResNet-50"]["R5"], cache_dir=tmp_path, db=tmp_path / "r.db")
 
 
+def test_replay_backend_is_refused_up_front(catalogue, tmp_path):
+    with pytest.raises(ValueError, match="backend='replay' is supported by the tiles env"):
+        MicrokernelEnv(SUITES["ResNet-50"]["R5"], catalogue=catalogue, db=tmp_path / "r.db", backend="replay")
+
+
 def test_one_real_episode(catalogue, db, measurer):
     """A full construction of a small conv, measured for real: a positive reward and the record's facts."""
     env = MicrokernelEnv(conv2d(1, 4, 14, 14, 32, 3, 3, 1, "same"), catalogue=catalogue, db=db, measurer=measurer)

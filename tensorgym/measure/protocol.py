@@ -4,9 +4,10 @@
    time, this call is the correctness check against the NumPy reference),
    then run for ``warmup_ms`` more, so that idle cores are awake and clocked
    up; the warm-up also yields the single-call duration ``t1``. The first
-   kernel a fresh runner process times is called for ``process_warmup_ms``
-   first: two-thread kernels in a new process run at about half speed for
-   their first 0.1-1 s on this 2-vCPU machine.
+   kernel (or vendor library call) a fresh process times is called for
+   ``process_warmup_ms`` first (:meth:`TimingProtocol.first_call`): two-thread
+   kernels in a new process run at about half speed for their first 0.1-1 s
+   on this 2-vCPU machine.
 2. **Calls per sample.** ``number = ceil(min_repeat_ms / t1)``, so that each
    sample lasts at least ``min_repeat_ms`` and timer resolution does not matter.
 3. **Samples.** A round takes about ``round_ms``: between ``min_samples`` and
@@ -40,6 +41,9 @@ from typing import Callable
 
 
 
+_process_warmed_up = False  # has this process timed anything yet? (step 1's process warm-up)
+
+
 @dataclass(frozen=True)
 class TimingProtocol:
     warmup_ms: float = 20.0
@@ -55,6 +59,24 @@ class TimingProtocol:
     def __post_init__(self) -> None:
         if not 1 <= self.min_samples <= self.max_samples or min(self.min_repeat_ms, self.warmup_ms) < 0:
             raise ValueError(f"invalid timing protocol {self}")
+
+    def first_call(self, call: Callable[[], object], *, force: bool = False) -> float:
+        """Make a kernel's first call (the checked one) and return its duration.
+
+        In a process that has not timed anything yet (or with ``force``) the
+        kernel is first called over and over for ``process_warmup_ms``; then
+        the duration returned is that of the last call.
+        """
+        global _process_warmed_up
+        fresh = force or not _process_warmed_up
+        _process_warmed_up = True
+        deadline = time.perf_counter() + (self.process_warmup_ms / 1e3 if fresh else 0.0)
+        while True:
+            t0 = time.perf_counter()
+            call()
+            last = time.perf_counter() - t0
+            if time.perf_counter() >= deadline:
+                return last
 
     def run(self, first_call_s: float,
             time_samples: Callable[[int, int], list[float]]) -> tuple[list[float], int]:
@@ -90,9 +112,7 @@ class TimingProtocol:
                 out.append((time.perf_counter() - t0) / number)
             return out
 
-        t0 = time.perf_counter()
-        fn()
-        return self.run(time.perf_counter() - t0, samples)
+        return self.run(self.first_call(fn), samples)
 
 
 def robust_spread(samples: list[float]) -> float:

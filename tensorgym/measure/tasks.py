@@ -51,7 +51,9 @@ def compile_library(mod, target: Target, out_dir: str) -> str:
     return str(path)
 
 
-_LD = shutil.which("ld")
+@lru_cache(maxsize=1)
+def _ld() -> str | None:
+    return shutil.which("ld")
 
 
 def link_shared(output: str, objects: list[str], options: list[str] | None = None, **kwargs: Any) -> None:
@@ -64,38 +66,15 @@ def link_shared(output: str, objects: list[str], options: list[str] | None = Non
     the linker alone does the job. Anything else (sources, options, no ``ld``)
     goes to TVM's default.
     """
-    if _LD is None or options or not all(str(o).endswith(".o") for o in objects):
+    ld = _ld()
+    if ld is None or options or not all(str(o).endswith(".o") for o in objects):
         from tvm.support import cc  # TVM 0.27 moved it from tvm.contrib
 
         cc.create_shared(output, objects, options, **kwargs)
         return
-    done = subprocess.run([_LD, "-shared", "-o", output, *map(str, objects)], capture_output=True, text=True)
+    done = subprocess.run([ld, "-shared", "-o", output, *map(str, objects)], capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"ld -shared failed ({done.returncode}): {done.stderr.strip()[:2000]}")
-
-
-link_shared.output_format = "so"  # read by export_library
-
-
-_process_warmed_up = False  # has this runner process timed anything yet?
-
-
-def first_calls(call: Callable[[], object], protocol: TimingProtocol, *, force: bool = False) -> float:
-    """Make a kernel's first call (the checked one) and return its duration.
-
-    In a fresh runner process (or with ``force``) the kernel is first called
-    over and over for ``protocol.process_warmup_ms``; then the duration
-    returned is that of the last call.
-    """
-    global _process_warmed_up
-    deadline = time.perf_counter() + (0.0 if _process_warmed_up and not force else protocol.process_warmup_ms / 1e3)
-    _process_warmed_up = True
-    while True:
-        t0 = time.perf_counter()
-        call()
-        last = time.perf_counter() - t0
-        if time.perf_counter() >= deadline:
-            return last
 
 
 @lru_cache(maxsize=4)
@@ -136,16 +115,22 @@ def run(space: Space, config: Config, path: str, *, check: bool, protocol: Timin
         while True:
             time.sleep(3600)
 
-    first_call_s = first_calls(lambda: module["main"](*args), protocol)  # warm-up, and the checked call
+    first_call_s = protocol.first_call(lambda: module["main"](*args))  # warm-up, and the checked call
     if check:
         out = space.canonical_output(config, [a.numpy() for a in args])
         err = relative_error(out, reference)
         if not err <= protocol.rtol:
             return {"status": "wrong_result", "error": f"max relative error {err:.3g} > {protocol.rtol:g}"}
 
+    samples, number = protocol.run(first_call_s, main_sampler(module, device, args))
+    return {"status": "ok", "samples": samples, "number": number}
+
+
+def main_sampler(module, device, args: list) -> Callable[[int, int], list[float]]:
+    """``time_samples(number, repeat)`` for :meth:`TimingProtocol.run` over ``module["main"](*args)``."""
+
     def time_samples(number: int, repeat: int) -> list[float]:
         result = module.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=0)(*args)
         return [float(s) for s in result.results]
 
-    samples, number = protocol.run(first_call_s, time_samples)
-    return {"status": "ok", "samples": samples, "number": number}
+    return time_samples

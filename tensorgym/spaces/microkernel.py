@@ -66,8 +66,9 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -195,7 +196,7 @@ class MicrokernelSpace(Space):
         comp_extent = self.extents[self.roles["comp"]]
         for source, pool in (("catalogue", catalogue.kept(self.threshold)), ("below-threshold", catalogue.ranked())):
             fitting = sorted({mk for mk in pool if self._fits(mk)})
-            if _selections(fitting, comp_extent, limit=1):
+            if _selections(tuple(fitting), comp_extent, limit=1):
                 if source != "catalogue":
                     log.warning("%s: no microkernel at >= %.0f %% of peak fits; using slower calibrated ones",
                                 self.workload.label, 100 * self.threshold)
@@ -205,12 +206,10 @@ class MicrokernelSpace(Space):
 
     def _setup(self, microkernels: tuple[Microkernel, ...]) -> None:
         self.microkernels = microkernels
-        self.selections: tuple[Selection, ...] = tuple(
-            _selections(list(microkernels), self.extents[self.roles["comp"]]))
+        self.selections, self._selection_index, self.max_multiplicity = _selection_tables(
+            tuple(microkernels), self.extents[self.roles["comp"]])
         if not self.selections:
             raise SpaceError(f"no microkernel selection covers {self.workload.label}")
-        self._selection_index = {(s.kernel.class_key, s.h_value): i for i, s in enumerate(self.selections)}
-        self.max_multiplicity = max([max(s.combo[1], s.combo[3]) for s in self.selections if s.combo] or [1])
         # Bound on the stack length: every loop is split into at most its prime factors, plus λ.
         self.max_stack = sum(len(prime_factors(e)) for e in self.extents.values() if e > 1) + 1
 
@@ -295,8 +294,8 @@ class MicrokernelSpace(Space):
             raise SpaceError(f"the tiles leave loops uncovered (trip counts still to place: {left})")
         p = config["parallel"]
         run = self.parallel_run(stack)
-        if not isinstance(p, int) or not 0 <= p <= run[1]:
-            raise SpaceError(f"parallel must be in [0, {run[1]}] (the outermost run of spatial tile loops), got {p!r}")
+        if not isinstance(p, int) or not 0 <= p <= run:
+            raise SpaceError(f"parallel must be in [0, {run}] (the outermost run of spatial tile loops), got {p!r}")
 
     def stack_of(self, config: Config) -> list[tuple[str, int]]:
         flat = config["tiles"]
@@ -323,8 +322,8 @@ class MicrokernelSpace(Space):
     def is_spatial(self, dim: str) -> bool:
         return dim != LAMBDA and dim not in self.reduction_dims
 
-    def parallel_run(self, stack: Sequence[tuple[str, int]]) -> tuple[int, int]:
-        """(0, length) of the leading run of spatial, non-λ tile loops: the loops that may run in parallel.
+    def parallel_run(self, stack: Sequence[tuple[str, int]]) -> int:
+        """Length of the leading run of spatial, non-λ tile loops: the loops that may run in parallel.
 
         Only a prefix of the stack may be parallel: a parallel loop below a
         sequential one is launched once per outer iteration, and each launch of
@@ -334,7 +333,7 @@ class MicrokernelSpace(Space):
         end = 0
         while end < len(stack) and self.is_spatial(stack[end][0]):
             end += 1
-        return 0, end
+        return end
 
     def make_config(self, selection: Selection, reuse: int, stack: Sequence[tuple[str, int]], parallel: int) -> Config:
         return Config({"kernel": selection.kernel.class_key, "h": selection.h_value, "reuse": int(reuse),
@@ -358,9 +357,9 @@ class MicrokernelSpace(Space):
         config = None
         for _ in range(MAX_REDRAWS):
             reuse, stack = self._draw_stack(selection, rng)
-            start, length = self.parallel_run(stack)
+            length = self.parallel_run(stack)
             config = self.make_config(selection, reuse, stack, length)
-            if length and math.prod(t for _, t in stack[start:start + length]) % self.target.num_cores == 0:
+            if length and math.prod(t for _, t in stack[:length]) % self.target.num_cores == 0:
                 break
         return config
 
@@ -418,7 +417,7 @@ class MicrokernelSpace(Space):
         out: list[Config] = []
 
         def emit(sel: Selection, new_reuse: int, new_stack: list[tuple[str, int]], new_p: int) -> None:
-            new_p = min(new_p, self.parallel_run(new_stack)[1])
+            new_p = min(new_p, self.parallel_run(new_stack))
             candidate = self.make_config(sel, new_reuse, new_stack, new_p)
             if candidate != config and self.is_valid(candidate):
                 out.append(candidate)
@@ -483,7 +482,7 @@ class MicrokernelSpace(Space):
             column = len(self.dims) if dim == LAMBDA else self.dims.index(dim)
             out[row + column] = 1.0
             out[row + len(self.dims) + 1] = 0.0 if dim == LAMBDA else _log_ratio(trips, self.extents[dim])
-        out[-1] = config["parallel"] / max(1, self.parallel_run(stack)[1])
+        out[-1] = config["parallel"] / max(1, self.parallel_run(stack))
         return out
 
     def selection_features(self, selection: Selection) -> np.ndarray:
@@ -505,10 +504,9 @@ class MicrokernelSpace(Space):
         stack = self.stack_of(config)
         mk = selection.kernel
         sizes = tuple((dim, getattr(mk, field_name)) for dim, field_name in self.size_of.items())
-        start, _ = self.parallel_run(stack)
-        p = config["parallel"]
-        return Plan(self.op, sizes, selection.combo, config["reuse"], tuple(stack), (start, p) if p else (0, 0),
-                    self.lanes, self.prepacked)
+        p = config["parallel"]  # the parallel loops are the p outermost (see parallel_run)
+        return Plan(self.op, sizes, selection.combo, config["reuse"], tuple(stack), (0, p), self.lanes,
+                    self.prepacked)
 
     def apply(self, config: Config):
         import tvm
@@ -518,12 +516,11 @@ class MicrokernelSpace(Space):
     def describe(self, config: Config) -> str:
         selection = self.selection_of(config)
         stack = self.stack_of(config)
-        start, _ = self.parallel_run(stack)
         p = config["parallel"]
         loops = []
         for i, (d, t) in enumerate(stack):
             text = "λ" if d == LAMBDA else f"{d}{t}"
-            loops.append(f"{text}*" if p and start <= i < start + p else text)
+            loops.append(f"{text}*" if i < p else text)
         return (f"{selection.label} | reuse {self.roles['reuse']}{config['reuse']} | tiles "
                 f"{' '.join(loops) or '-'}" + (" (* parallel)" if p else " (sequential)"))
 
@@ -548,14 +545,8 @@ class MicrokernelSpace(Space):
         V = self.lanes
         if isinstance(self.workload, Conv2d):
             wl = self.workload
-            data, kernel = inputs
-            p, fv = wl.padding, self.extents["f"]
-            ip = np.zeros((wl.N, wl.H + 2 * p, wl.W + 2 * p, channel_stride(wl.C)), dtype="float32")
-            ip[:, p:p + wl.H, p:p + wl.W, :wl.C] = data.transpose(0, 2, 3, 1)
-            kp = np.zeros((fv * V, wl.C, wl.R, wl.S), dtype="float32")
-            kp[:wl.F] = kernel
-            kp = np.ascontiguousarray(kp.reshape(fv, V, wl.C, wl.R, wl.S).transpose(0, 3, 4, 2, 1))
-            return [ip, kp, np.zeros((wl.N, fv, wl.OH, wl.OW, V), dtype="float32")]
+            ip, kp = pack_conv2d(wl, V, *inputs)
+            return [ip, kp, np.zeros((wl.N, self.extents["f"], wl.OH, wl.OW, V), dtype="float32")]
         wl = self.workload
         a, b = inputs
         nv = self.extents["j"]
@@ -570,21 +561,53 @@ class MicrokernelSpace(Space):
         if not self.prepacked:
             return out
         if isinstance(self.workload, Conv2d):
-            wl = self.workload
-            return out.transpose(0, 1, 4, 2, 3).reshape(wl.N, -1, wl.OH, wl.OW)[:, :wl.F]
+            return unpack_conv2d(self.workload, out)
         return out[:, : self.workload.N]
+
+
+def pack_conv2d(wl: Conv2d, lanes: int, data: np.ndarray, kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The packed conv input (NHWC, zero-padded by ``wl.padding``, see :func:`channel_stride`) and weights
+    (``[k/V][r][s][c][V]``, output channels zero-padded to whole vectors) from canonical NCHW/OIHW tensors."""
+    p, fv = wl.padding, vector_blocks(wl.F, lanes)
+    ip = np.zeros((wl.N, wl.H + 2 * p, wl.W + 2 * p, channel_stride(wl.C)), dtype="float32")
+    ip[:, p:p + wl.H, p:p + wl.W, :wl.C] = data.transpose(0, 2, 3, 1)
+    kp = np.zeros((fv * lanes, wl.C, wl.R, wl.S), dtype="float32")
+    kp[:wl.F] = kernel
+    return ip, np.ascontiguousarray(kp.reshape(fv, lanes, wl.C, wl.R, wl.S).transpose(0, 3, 4, 2, 1))
+
+
+def unpack_conv2d(wl: Conv2d, out: np.ndarray) -> np.ndarray:
+    """The canonical NCHW output from the packed NCHWc one ``[n][k/V][h][w][V]`` (padding channels dropped)."""
+    return out.transpose(0, 1, 4, 2, 3).reshape(wl.N, -1, wl.OH, wl.OW)[:, :wl.F]
 
 
 def _log_ratio(value: int, extent: int) -> float:
     return float(math.log2(value) / math.log2(extent)) if extent > 1 and value >= 1 else 0.0
 
 
-def _selections(microkernels: Sequence[Microkernel], comp_extent: int, limit: int | None = None) -> list[Selection]:
+@lru_cache(maxsize=256)
+def _selections(microkernels: tuple[Microkernel, ...], comp_extent: int,
+                limit: int | None = None) -> tuple[Selection, ...]:
     """Single microkernels whose h divides the extent, and λ-combinations of two of one class.
 
     A combination ``(h1, a, h2, b)`` has ``h1 < h2`` (the smaller first), ``a, b >= 1``
-    and ``a*h1 + b*h2`` dividing the extent (seed 003, B.4).
+    and ``a*h1 + b*h2`` dividing the extent (seed 003, B.4). Cached: every unpickling of a
+    space (each build and run task in a worker) asks again for the same selections.
     """
+    return tuple(_enumerate_selections(microkernels, comp_extent, limit))
+
+
+@lru_cache(maxsize=256)
+def _selection_tables(microkernels: tuple[Microkernel, ...], comp_extent: int):
+    """The selections, their index by ``(class sizes, h value)`` (read-only) and the largest multiplicity."""
+    selections = _selections(microkernels, comp_extent)
+    index = MappingProxyType({(s.kernel.class_key, s.h_value): i for i, s in enumerate(selections)})
+    max_multiplicity = max([max(s.combo[1], s.combo[3]) for s in selections if s.combo] or [1])
+    return selections, index, max_multiplicity
+
+
+def _enumerate_selections(microkernels: Sequence[Microkernel], comp_extent: int,
+                          limit: int | None) -> list[Selection]:
     out: list[Selection] = []
     by_class: dict[tuple[int, ...], list[Microkernel]] = {}
     for mk in sorted(microkernels, key=lambda m: (m.class_key, m.h)):

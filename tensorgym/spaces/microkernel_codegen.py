@@ -48,10 +48,9 @@ REPEAT = "repeat"  # a stack loop that repeats the same work (microkernel benchm
 # Roles of a workload's loops (seed 003, B.1 "Generalisation"): the vectorised
 # dimension, the composition dimension (λ) and the reuse dimension.
 ROLES = {
-    "conv2d": {"vec": "f", "comp": "y", "reuse": "rc", "w": "x", "r": "ry", "s": "rx"},
+    "conv2d": {"vec": "f", "comp": "y", "reuse": "rc"},
     "matmul": {"vec": "j", "comp": "i", "reuse": "k"},
 }
-REDUCTION_DIMS = {"conv2d": ("rc", "ry", "rx"), "matmul": ("k",)}
 
 
 @dataclass(frozen=True)
@@ -133,7 +132,7 @@ class _Generator:
         self.V = plan.lanes
         self.roles = ROLES[plan.op]
         # A repeat loop re-accumulates into the same outputs, like a reduction loop.
-        self.reduction = (*REDUCTION_DIMS[plan.op], REPEAT)
+        self.reduction = (*(lp.name for lp in workload.reduction_loops), REPEAT)
         self.strides = self._strides()
 
     def _strides(self) -> list[int]:
