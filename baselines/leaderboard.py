@@ -50,7 +50,6 @@ import csv
 import hashlib
 import json
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from ..tuner import TuningResult
+from ..text import format_table, slug
+from ..tuner import TuningResult, check_budget
 
 log = logging.getLogger(__name__)
 
@@ -192,10 +192,7 @@ class Leaderboard:
     def table(self) -> str:
         """The table as aligned text (GFLOP/s; ``to95%`` in measurements)."""
         header, cells = self._cells()
-        widths = [max(len(r[i]) for r in [header, *cells]) for i in range(len(header))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *cells]]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        return format_table(cells, header)
 
     def markdown(self) -> str:
         header, cells = self._cells()
@@ -277,7 +274,7 @@ class Leaderboard:
                 ax.grid(alpha=0.3)
                 ax.set_ylim(bottom=0)
             by_trials.legend(fontsize=8, loc="lower right")
-            path = out / f"{_slug(env_id)}.png"
+            path = out / f"{slug(env_id)}.png"
             fig.savefig(path, dpi=110)
             paths.append(path)
         return paths
@@ -295,10 +292,6 @@ def _seconds(t: float) -> str:
 
 def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
 
 
 # -- running ----------------------------------------------------------------------------------------------------
@@ -325,7 +318,7 @@ def _result_path(out_dir: Path, env_id: str, agent: str, seed: int, options: Map
     if options:
         digest = hashlib.sha256(json.dumps(dict(options), sort_keys=True, default=str).encode()).hexdigest()[:8]
         suffix = f"-{digest}"
-    return out_dir / "results" / _slug(env_id) / f"{_slug(agent)}{suffix}-seed{seed}.json"
+    return out_dir / "results" / slug(env_id) / f"{slug(agent)}{suffix}-seed{seed}.json"
 
 
 def _load_result(path: Path, budget: int | None, time_budget: float | None) -> TuningResult | None:
@@ -399,10 +392,6 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
         raise ValueError("give at least one env id (see `tensorgym list`)")
     makers: dict[str, tuple[str, dict[str, Any]]] = {}  # the board's env id -> (gym id, shape kwargs)
     for env_id in env_ids:
-        try:
-            gym.spec(env_id)
-        except gym.error.Error as exc:
-            raise ValueError(f"{exc}. Run `tensorgym list` to see the environment ids.") from None
         kwargs = shape_kwargs(env_id, shape if env_id in PARAMETRIC_IDS else None)
         # A custom shape is part of the id the table, the files and the resume cache use.
         shown = f"{env_id}[{','.join(f'{k}={v}' for k, v in kwargs.items())}]" if kwargs else env_id
@@ -412,8 +401,7 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
     seed_list = _parse_seeds(seeds)
     options = {name: dict((agent_options or {}).get(name, {})) for name in names}
     built = {name: make_agent(name, **options[name]) for name in names}  # fails early on unknown names
-    if budget is not None and budget < 1:
-        raise ValueError(f"budget must be >= 1, got {budget}")
+    check_budget(budget, time_budget)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     board = Leaderboard(env_ids=env_ids, agents=names, seeds=seed_list, budget=budget, time_budget=time_budget,
@@ -428,6 +416,7 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
     database = Database(db)
     measurer = Measurer()
     envs_open: dict[tuple[str, str], Any] = {}
+    workloads: dict[str, Any] = {}  # env id -> its workload
 
     def env_for(env_id: str, space: str):
         if (env_id, space) not in envs_open:
@@ -437,10 +426,10 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
 
     try:
         for env_id in env_ids:
-            workload = tuning_env(env_for(env_id, built[names[0]].spaces[0])).workload
+            workload = workloads[env_id] = tuning_env(env_for(env_id, built[names[0]].spaces[0])).workload
             board.labels[env_id] = workload.label
             if vendor:
-                board.vendor[env_id] = _vendor_timings(workload, out / "vendor" / f"{_slug(env_id)}.json")
+                board.vendor[env_id] = _vendor_timings(workload, out / "vendor" / f"{slug(env_id)}.json")
         for env_id, seed, name in runs:
             agent = built[name]
             path = _result_path(out, env_id, name, seed, options[name])
@@ -468,7 +457,7 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             if bar is not None:
                 bar.update(1)
         if remeasure > 0:
-            _remeasure_winners(board, remeasure, env_for, measurer, out, progress)
+            _remeasure_winners(board, workloads, remeasure, env_for, measurer, out, progress)
     finally:
         if bar is not None:
             bar.close()
@@ -519,9 +508,9 @@ def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Se
     return kernel_values, vendor_values
 
 
-def _remeasure_winners(board: Leaderboard, rounds: int, env_for, measurer, out: Path, progress: bool) -> None:
+def _remeasure_winners(board: Leaderboard, workloads: Mapping[str, Any], rounds: int, env_for, measurer, out: Path,
+                       progress: bool) -> None:
     """Re-time every run's best config and the vendors (:func:`retime_interleaved`), per env."""
-    from ..agents.base import tuning_env
 
     for env_id in board.env_ids:
         runs = [(name, i, r) for name in board.agents for i, r in enumerate(board.results.get((env_id, name), []))
@@ -531,30 +520,41 @@ def _remeasure_winners(board: Leaderboard, rounds: int, env_for, measurer, out: 
         if not runs and not refs:
             continue
         spaces = {r.space: _space_for(env_for, env_id, r.space) for _, _, r in runs}
-        workload = tuning_env(env_for(env_id, "tiles")).workload
+        workload = workloads[env_id]
         kernel_values, vendor_values = retime_interleaved(
             measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
             [(workload, ref["backend"], ref["layout"]) for ref in refs], rounds, f"re-timing {env_id}", progress)
         for (name, i, result), values in zip(runs, kernel_values):
             result.extra["remeasured_samples"] = values
-            result.extra["remeasured_gflops"] = float(np.median(values)) if values else None
+            result.extra["remeasured_gflops"] = median_or_none(values)
             result.save(board.result_files[(env_id, name)][i])
         for ref, values in zip(refs, vendor_values):
             ref["remeasured_samples"] = values
-            ref["remeasured_gflops"] = float(np.median(values)) if values else None
+            ref["remeasured_gflops"] = median_or_none(values)
         if refs:
-            path = out / "vendor" / f"{_slug(env_id)}.json"
+            path = out / "vendor" / f"{slug(env_id)}.json"
             path.write_text(json.dumps(board.vendor[env_id], indent=1))
 
 
 def _space_for(env_for, env_id: str, space: str):
     """The space object to re-time a result of ``space`` on ``env_id``: the env's own where one exists."""
-    from ..agents.base import tuning_env
     from ..envs import ENV_CLASSES
+
+    return space_of(env_for(env_id, space if space in ENV_CLASSES else "tiles"), space)
+
+
+def space_of(env, space: str):
+    """The space named ``space`` over ``env``'s workload: the env's own if it is that space."""
+    from ..agents.base import tuning_env
     from ..spaces import make_space
 
-    env = tuning_env(env_for(env_id, space if space in ENV_CLASSES else "tiles"))
+    env = tuning_env(env)
     return env.search_space if env.search_space.name == space else make_space(space, env.workload, env.target)
+
+
+def median_or_none(values: Sequence[float]) -> float | None:
+    """The median of re-timed values, None when every round failed."""
+    return float(np.median(values)) if values else None
 
 
 # -- command line -----------------------------------------------------------------------------------------------
@@ -611,8 +611,6 @@ def add_compare_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    if args.budget is not None and args.budget < 1:
-        raise SystemExit("error: --budget must be >= 1")
     from ..envs import parse_shape
 
     try:

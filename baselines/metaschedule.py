@@ -69,7 +69,6 @@ import inspect
 import json
 import linecache
 import logging
-import re
 import shutil
 import sys
 import tempfile
@@ -92,6 +91,7 @@ from ..record import Record
 from ..spaces.base import Config, Space, SpaceError
 from ..spaces.tiles import factorizations
 from ..target import Target
+from ..text import slug
 from ..tuner import Trial, TuningResult, check_budget
 from ..workloads import Workload
 
@@ -608,10 +608,6 @@ def _structural_equal(a, b) -> bool:
 
 
 # -- the agent -------------------------------------------------------------------------------------------------
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
-
-
 @dataclass
 class MetaScheduleRun:
     """What one MetaSchedule tuning job produced (``result.json`` in its work directory)."""
@@ -684,7 +680,7 @@ class MetaScheduleAgent(Agent):
             root = Path(temporary := tempfile.mkdtemp(prefix="tensorgym-metaschedule-"))
         key = hashlib.sha256(f"{workload.key}|{target.fingerprint}".encode()).hexdigest()[:10]
         run_name = f"seed{seed}-budget{budget}" + (f"-time{time_budget:g}" if time_budget else "")
-        work_dir = root / f"{_slug(workload.label)}-{key}" / run_name
+        work_dir = root / f"{slug(workload.label)}-{key}" / run_name
         try:
             run = self.run_metaschedule(workload, target, work_dir, budget=budget, time_budget=time_budget,
                                         seed=seed, progress=progress)

@@ -26,10 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from tensorgym.baselines.leaderboard import REACH_FRACTION, _floats, _ints, _seeds_arg, compare
+from tensorgym.baselines.leaderboard import (DEFAULT_AGENTS, DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, REACH_FRACTION,
+                                              _floats, _ints, _seeds_arg, compare)
 
 DEFAULT_ENVS = ("Conv2d-ResNet-R5-v0", "Matmul-BERT-M3-v0", "Conv2d-YOLO-Y7-v0")
-DEFAULT_AGENTS = "random,ga,dgd,optuna,metaschedule"
 # The issue's reference figures (GFLOP/s), measured on this machine type before this work.
 TARGETS = {
     "Conv2d-ResNet-R5-v0": {"MetaSchedule, 200 trials, 1 thread (probe)": 93.0, "oneDNN NCHW (issue)": 177.5},
@@ -40,12 +40,13 @@ TARGETS = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", default=",".join(DEFAULT_ENVS), help="comma-separated env ids")
-    parser.add_argument("--agents", default=DEFAULT_AGENTS, help=f"comma-separated agents (default: {DEFAULT_AGENTS})")
+    parser.add_argument("--agents", default=",".join(DEFAULT_AGENTS),
+                        help=f"comma-separated agents (default: {','.join(DEFAULT_AGENTS)})")
     parser.add_argument("--budget", type=int, default=128, help="measurements per run (default: 128)")
     parser.add_argument("--seeds", type=_seeds_arg, default=3, help="number of seeds or a list 0,1,2 (default: 3)")
     parser.add_argument("--time-budget", type=float, default=None, help="seconds of tuning clock per run")
-    parser.add_argument("--trial-points", type=_ints, default=(16, 32, 64, 128))
-    parser.add_argument("--time-points", type=_floats, default=(60.0, 120.0))
+    parser.add_argument("--trial-points", type=_ints, default=DEFAULT_TRIAL_POINTS)
+    parser.add_argument("--time-points", type=_floats, default=DEFAULT_TIME_POINTS)
     parser.add_argument("--db", default="bench-compare.db", help="database shared by all runs")
     parser.add_argument("--out", default="bench-compare", help="output directory (tables, results, plots)")
     parser.add_argument("--no-vendor", action="store_true")
@@ -64,9 +65,8 @@ def main(argv: list[str] | None = None) -> int:
           f"seeds {board.seeds} ({wall / 60:.1f} min) ==\n")
     print(board.table())
     reach = f"to{round(REACH_FRACTION * 100)}%"
-    print(f"\nGFLOP/s, mean (min-max) over seeds; @N: after N measurements, @Ts: after T s of tuning clock; "
-          f"{reach}: measurements to reach {round(REACH_FRACTION * 100)} % of the run's final best. "
-          "metaschedule: @ columns are MetaSchedule's own timings, final its best re-timed by tensorgym.")
+    print(f"\n{board.caption()} metaschedule: @ columns are MetaSchedule's own timings, final its best re-timed "
+          "by tensorgym.")
 
     for env_id in envs:
         vendors = {f"{v['library']} {v['layout']}": v["gflops"]

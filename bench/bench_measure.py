@@ -24,7 +24,7 @@ import numpy as np
 
 import tensorgym  # noqa: F401
 from tensorgym.agents import RandomAgent
-from tensorgym.baselines import time_vendor
+from tensorgym.baselines import time_vendor, vendor_choices
 from tensorgym.measure import Measurer
 
 
@@ -72,7 +72,8 @@ def bench_random_agent(budget: int, db: str, measurer: Measurer, seed: int) -> N
     env = gym.make("Conv2d-ResNet-R5-v0", db=db, measurer=measurer)
     result = RandomAgent().tune(env, budget=budget, seed=seed, progress=True)
     env.close()
-    vendor = [time_vendor(env.unwrapped.workload, "torch", layout) for layout in ("NCHW", "NHWC")]
+    workload = env.unwrapped.workload
+    vendor = [time_vendor(workload, library, layout) for library, layout in vendor_choices(workload)]
     print(f"random agent on R5, {budget} measurements (seed {seed}): best {result.best_gflops:.1f} GFLOP/s "
           f"({result.best_latency_s * 1e3:.3f} ms, cv {result.best_latency_cv * 100:.1f} %), "
           f"tuning clock {result.trials[-1].elapsed_s:.1f} s")

@@ -52,13 +52,6 @@ def _row(name: str, values: list[float | None], peak: float) -> list[str]:
     return cells
 
 
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in [header, *rows]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", default=DEFAULT_LAYERS, help="comma-separated env ids")
@@ -80,18 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    import numpy as np
-
     from tensorgym.agents import AGENTS, make_agent
     from tensorgym.baselines import VendorUnavailable, time_vendor
-    from tensorgym.baselines.leaderboard import retime_interleaved
+    from tensorgym.baselines.leaderboard import median_or_none, retime_interleaved, space_of
     from tensorgym.database import Database
     from tensorgym.envs.microkernel_env import MicrokernelEnv
     from tensorgym.envs.registration import make_env
     from tensorgym.measure import Measurer
     from tensorgym.microkernels import CatalogueMissing, calibrate, load_catalogue
-    from tensorgym.spaces import make_space
     from tensorgym.suites import all_suite_workloads
+    from tensorgym.text import format_table
 
     if args.calibrate:
         calibrate(progress=args.progress)
@@ -129,15 +120,13 @@ def main(argv: list[str] | None = None) -> int:
             wl = workloads[layer]
             print(f"\n== {layer}: {wl.describe()}, {wl.gflop:.3f} GFLOP", flush=True)
             out: dict[str, object] = {"workload": wl.to_json()}
-            runs: list[tuple[str, object, list]] = []  # (label, space of the best configs, results per seed)
+            runs: list[tuple[str, object, list, object]] = []  # (label, space, results per seed, best result)
 
             def tune(label: str, agent_name: str, env, runs=runs, out=out) -> None:
                 per_seed = [make_agent(agent_name).tune(env, budget=budget, seed=s, progress=args.progress)
                             for s in range(args.seeds)]
                 best = max(per_seed, key=lambda r: r.best_gflops)
-                space = env.search_space if best.space == env.search_space.name else \
-                    make_space(best.space, env.workload, env.target)
-                runs.append((label, space, per_seed))
+                runs.append((label, space_of(env, best.space), per_seed, best))
                 out[label] = [r.to_json() for r in per_seed]
 
             for label, prepacked in [("random-structured", False)] + \
@@ -160,13 +149,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"   (metaschedule failed: {type(exc).__name__}: {str(exc)[:300]})")
                 finally:
                     env.close()
-            top = max(runs[0][2], key=lambda r: r.best_gflops)
+            _, space, _, top = runs[0]
             if top.best_config is not None:
-                print(f"   best microkernel config: {runs[0][1].describe(top.best_config)}")
+                print(f"   best microkernel config: {space.describe(top.best_config)}")
 
             # Re-time every winner and oneDNN in interleaved rounds (the machine's speed drifts).
-            winners = [(label, space, max(per_seed, key=lambda r: r.best_gflops)) for label, space, per_seed in runs]
-            winners = [w for w in winners if w[2].best_config is not None]
+            winners = [(label, space, best) for label, space, _, best in runs if best.best_config is not None]
             layouts = [] if args.no_vendor else ["NCHW", "NHWC"]
             vendor_first = {}
             for layout in layouts:
@@ -177,24 +165,24 @@ def main(argv: list[str] | None = None) -> int:
             kernel_values, vendor_values = retime_interleaved(
                 measurer, [(space, r.best_config) for _, space, r in winners],
                 [(wl, "torch", layout) for layout in vendor_first], args.retime, progress=args.progress)
-            retimed = {label: (float(np.median(v)) if v else None) for (label, _, _), v in zip(winners, kernel_values)}
-            vendor = {layout: {"first": ref.gflops, "retimed": float(np.median(v)) if v else None, "samples": v}
+            retimed = {label: median_or_none(v) for (label, _, _), v in zip(winners, kernel_values)}
+            vendor = {layout: {"first": ref.gflops, "retimed": median_or_none(v), "samples": v}
                       for (layout, ref), v in zip(vendor_first.items(), vendor_values)}
             out["vendor"] = vendor
             out["retimed"] = retimed
 
             rows = []
-            for label, _, per_seed in runs:
+            for label, _, per_seed, best in runs:
                 values = [max(r.best_at(trials=b) for r in per_seed) for b in args.budgets]
-                rows.append(_row(label, values + [max(r.best_gflops for r in per_seed), retimed.get(label)], peak))
+                rows.append(_row(label, values + [best.best_gflops, retimed.get(label)], peak))
             for layout, ref in vendor_first.items():
                 rows.append(_row(f"oneDNN {layout} ({ref.library})",
                                  [None] * len(args.budgets) + [ref.gflops, vendor[layout]["retimed"]], peak))
             header = ["kernel"] + [f"@{b}" for b in args.budgets] + ["final", "re-timed", "% peak (re-timed)"]
-            print(_table(rows, header))
+            print(format_table(rows, header))
             rs = "random-structured (microkernel)"
             if "NCHW" in vendor and retimed.get(rs) and vendor["NCHW"]["retimed"]:
-                first = max(r.best_gflops for r in runs[0][2]) / vendor["NCHW"]["first"]
+                first = top.best_gflops / vendor["NCHW"]["first"]
                 ratio = retimed[rs] / vendor["NCHW"]["retimed"]
                 out["ratio_vs_onednn_nchw"] = {"first": first, "retimed": ratio}
                 note = ""

@@ -19,6 +19,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from ..registry import lookup
 from ..suites import all_suite_workloads
 from ..workloads import Workload, conv2d, matmul
 from .base import TuningEnv
@@ -30,11 +31,7 @@ ENV_CLASSES: dict[str, type[TuningEnv]] = {"tiles": TileHopEnv, "microkernel": M
 
 def make_env(workload: Workload, *, space: str = "tiles", **kwargs: Any) -> TuningEnv:
     """The environment over ``workload`` in the named search space."""
-    try:
-        cls = ENV_CLASSES[space]
-    except KeyError:
-        raise ValueError(f"unknown space {space!r}; available: {sorted(ENV_CLASSES)}") from None
-    return cls(workload, **kwargs)
+    return lookup(ENV_CLASSES, space, "space")(workload, **kwargs)
 
 
 def make_conv2d_env(*, C: int, H: int, F: int, R: int, W: int | None = None, S: int | None = None, N: int = 1,
@@ -81,7 +78,11 @@ def parse_shape(text: str) -> dict[str, int | str]:
 
 def shape_kwargs(env_id: str, shape: Mapping[str, Any] | None) -> dict[str, Any]:
     """The shape keyword arguments ``gym.make(env_id, ...)`` needs: ``shape`` for a parametric id,
-    nothing for a suite layer. Raises ``ValueError`` saying what is missing or extra."""
+    nothing for a suite layer. Raises ``ValueError`` saying what is unknown, missing or extra."""
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as exc:
+        raise ValueError(f"{exc}. Run `tensorgym list` to see the environment ids.") from None
     if env_id not in PARAMETRIC_IDS:
         if shape:
             raise ValueError(f"{env_id} has a fixed shape; a shape is for {' and '.join(PARAMETRIC_IDS)}")

@@ -44,8 +44,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from ..record import Record
-from ..spaces import Config, Space, TilesSpace
-from ..target import Target
+from ..spaces import Config, TilesSpace
 from ..workloads import Workload
 from .base import TuningEnv
 
@@ -77,9 +76,6 @@ class TileHopEnv(TuningEnv):
         self._record: Record | None = None
         self._best: Record | None = None
         self._steps = 0
-
-    def make_space(self, workload: Workload, target: Target, **options: Any) -> Space:
-        return TilesSpace(workload, target, **options)
 
     # -- gymnasium API ---------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -18,15 +18,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from .text import format_table
+
 DEFAULT_DB = "tensorgym.db"
-
-
-def _table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    cells = [[str(c) for c in header]] + [[("" if c is None else str(c)) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -41,7 +35,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no suite matches {args.suite!r}; suites: {', '.join(SUITES)}", file=sys.stderr)
         return 2
-    print(_table(rows, ("env id", "suite", "shape", "GFLOP")))
+    print(format_table(rows, ("env id", "suite", "shape", "GFLOP")))
     print("\nCustom shapes: gym.make('tensorgym/Conv2d-v0', C=.., H=.., F=.., R=..) or "
           "gym.make('tensorgym/Matmul-v0', M=.., N=.., K=..); on the command line "
           "`tensorgym tune tensorgym/Matmul-v0 --shape M=..,N=..,K=..`")
@@ -55,8 +49,6 @@ def _make_env(env_id: str, space: str, db: str, shape: str | None):
 
     try:
         return gym.make(env_id, space=space, db=db, **shape_kwargs(env_id, parse_shape(shape or "")))
-    except gym.error.Error as exc:
-        raise SystemExit(f"error: {exc}. Run `tensorgym list` to see the environment ids.") from None
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
 
@@ -101,7 +93,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         except VendorUnavailable as exc:
             print(f"(no vendor reference: {exc})")
     if rows:
-        print(_table(rows, ("kernel", "GFLOP/s", "latency ms", "cv %", "")))
+        print(format_table(rows, ("kernel", "GFLOP/s", "latency ms", "cv %", "")))
     if result.best_config is not None:
         print(f"best config: {json.dumps(result.best_config.to_json())}")
     return 0
@@ -125,11 +117,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     if not rows:
         print(f"{args.path} holds no records")
         return 0
-    print(_table(rows, ("workload", "space", "ok/records", "best GFLOP/s", "latency ms", "cv %", "best config")))
+    print(format_table(rows, ("workload", "space", "ok/records", "best GFLOP/s", "latency ms", "cv %", "best config")))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .envs import ENV_CLASSES
+
     parser = argparse.ArgumentParser(prog="tensorgym", description="Tune tensor kernels as Gymnasium environments.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -142,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("env_id", help="e.g. Conv2d-ResNet-R5-v0 (see `tensorgym list`)")
     p.add_argument("--shape", help="shape of tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, e.g. M=512,N=768,K=3072")
     p.add_argument("--agent", default="random", help="search agent (default: random)")
-    p.add_argument("--space", default="tiles", choices=("tiles", "microkernel"),
+    p.add_argument("--space", default="tiles", choices=tuple(ENV_CLASSES),
                    help="search space (default: tiles)")
     p.add_argument("--features", choices=("af", "generic"),
                    help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")

@@ -37,10 +37,6 @@ class Evaluator:
         self.reused = 0  # configs answered from the database
         database.register(space.workload, space.target)
 
-    @property
-    def replay(self) -> bool:
-        return self.measurer is None
-
     def lookup(self, config: Config) -> Record | None:
         """The stored record of ``config``, or None if it was never measured."""
         record = self._cache.get(config)
