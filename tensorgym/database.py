@@ -85,12 +85,38 @@ class Database:
             self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
             self._conn.execute("PRAGMA busy_timeout = 60000")
             if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._enable_wal()
             self._conn.execute("PRAGMA synchronous = FULL")
-            self._conn.executescript(_SCHEMA)
-            self._check_version()
+            self._create_schema()
         except sqlite3.DatabaseError as exc:
             raise DatabaseError(f"cannot use {self.path} as a tensorgym database: {exc}") from None
+
+    def _enable_wal(self) -> None:
+        # Switching a new file to WAL needs an exclusive lock, and SQLite does not wait for it
+        # (no busy handler there): when another process holds the file, try again shortly.
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def _create_schema(self) -> None:
+        # In one write transaction, taken up front: processes opening a new file at the same
+        # moment then wait for each other (busy timeout) instead of failing to upgrade a read
+        # to a write, which SQLite answers with an immediate "database is locked".
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                self._conn.execute(statement)
+            self._check_version()
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     def _check_version(self) -> None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()

@@ -1,6 +1,7 @@
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -71,3 +72,23 @@ def test_not_a_database_is_a_clear_error(tmp_path):
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(DatabaseError, match="cannot use"):
         Database(bad)
+
+
+def test_processes_creating_the_same_new_file_at_once(tmp_path):
+    # Start the openers at one instant (after their imports): the moment a new file is switched
+    # to WAL and given its tables is when two processes collide.
+    script = textwrap.dedent("""
+        import sys, time
+        from tensorgym.database import Database
+        start = float(sys.argv[2])
+        while time.time() < start:
+            pass
+        Database(sys.argv[1]).close()
+    """)
+    for attempt in range(3):
+        path = tmp_path / f"new{attempt}.db"
+        start = time.time() + 3.0
+        procs = [subprocess.Popen([sys.executable, "-c", script, str(path), str(start)], stderr=subprocess.PIPE,
+                                  text=True) for _ in range(3)]
+        errors = [p.communicate(timeout=120)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], errors
