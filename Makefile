@@ -21,6 +21,7 @@ demo: $(STAMP)
 	$(BIN)/tensorgym tune Conv2d-ResNet-R5-v0 --agent random --budget $(BUDGET) --db tensorgym.db
 
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)

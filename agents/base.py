@@ -1,47 +1,99 @@
-"""The agent interface: ``agent.tune(env, budget=..., time_budget=..., seed=...) -> TuningResult``."""
+"""The agent interface: ``agent.tune(env, budget=..., time_budget=..., seed=...) -> TuningResult``.
+
+* :class:`Agent` is the interface: anything that tunes an environment's
+  workload and reports a :class:`~tensorgym.tuner.TuningResult`.
+* :class:`SearchAgent` owns the loop every search shares (the template
+  method, as in stable-baselines3): :meth:`SearchAgent.tune` checks the
+  space, builds the budgeted :class:`~tensorgym.tuner.Tuner` over the env's
+  evaluator and calls :meth:`SearchAgent.search`, which subclasses fill in.
+  Everything a search measures goes through the Tuner, so it lands in the
+  database and counts against the budget the same way for every agent.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ..envs.base import TuningEnv
-from ..tuner import Tuner, TuningResult
-
-
-def tuning_env(env: gym.Env) -> TuningEnv:
-    """The tensorgym env under any Gymnasium wrappers."""
-    base = env.unwrapped
-    if not isinstance(base, TuningEnv):
-        raise TypeError(f"agents tune tensorgym environments; got {type(base).__name__}")
-    return base
+from tensorgym.envs.base import tuning_env
+from tensorgym.errors import InvalidArgumentError
+from tensorgym.tuner import Tuner, TuningCallback, TuningResult, check_budget
 
 
 class Agent(ABC):
-    """A search agent. Subclasses set ``name`` and implement :meth:`search`.
+    """Something that tunes an environment's workload within a budget.
 
-    Agents are deterministic for a seed (measured values aside): all their
-    randomness comes from the ``rng`` passed to :meth:`search`.
+    Attributes:
+        name: the name the agent is listed under (``tensorgym.catalog.AGENTS``).
     """
 
     name: str = ""
-    spaces: tuple[str, ...] = ("tiles",)  # the search spaces the agent works in
+
+    @property
+    def env_space(self) -> str:
+        """The space of the environment the command line and ``compare`` open for this agent."""
+        return "tiles"
+
+    def check_space(self, space: str) -> None:  # noqa: B027 - by default an agent tunes an env of any space
+        """Raise :class:`~tensorgym.errors.InvalidArgumentError` if the agent cannot tune an env of ``space``."""
+
+    @abstractmethod
+    def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
+             callback: TuningCallback | Sequence[TuningCallback] | None = None) -> TuningResult:
+        """Tune ``env``'s workload; every measurement is stored in the env's database.
+
+        ``budget`` counts measurements, ``time_budget`` seconds of tuning clock (at least one
+        of them must be given); ``callback`` sees every trial (e.g. a progress bar).
+        """
+
+
+class SearchAgent(Agent):
+    """A search over the env's own space through the :class:`~tensorgym.tuner.Tuner`.
+
+    Subclasses set ``name`` and ``spaces`` and implement :meth:`search`. A
+    search is deterministic for a seed (measured values aside): all its
+    randomness comes from the ``rng`` it is given.
+
+    Attributes:
+        spaces: the names of the spaces the search works in (``None``: any space).
+    """
+
+    spaces: tuple[str, ...] | None = None
+
+    @property
+    def env_space(self) -> str:
+        return self.spaces[0] if self.spaces else "tiles"
+
+    def check_space(self, space: str) -> None:
+        if self.spaces is not None and space not in self.spaces:
+            raise InvalidArgumentError(f"agent {self.name!r} works in the {', '.join(self.spaces)} space(s), not "
+                                       f"in {space!r}; make the env with space={self.spaces[0]!r}")
 
     def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
-             progress: bool = False) -> TuningResult:
-        """Search ``env``'s space within the budget; every measurement is stored in the env's database."""
+             callback: TuningCallback | Sequence[TuningCallback] | None = None) -> TuningResult:
         base = tuning_env(env)
-        if base.search_space.name not in self.spaces:
-            raise ValueError(f"agent {self.name!r} works in the {', '.join(self.spaces)} space(s), not in "
-                             f"{base.search_space.name!r}; make the env with space={self.spaces[0]!r}")
-        tuner = Tuner(base.evaluator, budget=budget, time_budget=time_budget, progress=progress,
+        self.check_space(base.search_space.name)
+        check_budget(budget, time_budget)
+        seed = _seed(seed)
+        tuner = Tuner(base.evaluator, budget=budget, time_budget=time_budget, callback=callback,
                       label=f"{self.name} {base.workload.label}")
-        extra = self.search(tuner, np.random.default_rng(seed)) or {}
+        extra = self.search(tuner, np.random.default_rng(seed), seed) or {}
         return tuner.result(self.name, seed, **extra)
 
     @abstractmethod
-    def search(self, tuner: Tuner, rng: np.random.Generator) -> dict[str, Any] | None:
-        """Measure configs through ``tuner`` until ``tuner.exhausted``; may return extra facts for the result."""
+    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any] | None:
+        """Measure configs through ``tuner`` until ``tuner.exhausted``; may return extra facts for the result.
+
+        ``seed`` is the seed ``rng`` was made from (searches that keep state outside the
+        process, such as a stored Optuna study, name it by the seed).
+        """
+
+
+def _seed(seed: Any) -> int:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidArgumentError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)

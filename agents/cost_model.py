@@ -23,28 +23,20 @@ default), the ``hist`` tree method (its quantile sketch is exact for data
 this small) and no row or column subsampling, so the seed only matters if
 subsampling options are passed through ``xgb_params``.
 
-Two feature sets (``features=``):
+Two feature sets (``features=``), both provided by the space:
 
 ``"af"``
-    the analytical features of the space (:meth:`Space.features`; for the
-    ``tiles`` space :mod:`tensorgym.features`: operational intensities at L1
-    and L2, cache fits, register reuse, ILP, register pressure, lane
-    utilisation, parallel balance, ...), with ``log2(1 + x)`` applied to the
-    unbounded ones (intensities, ratios, counts). This is seed 000's
-    "Ansor-AF" input, re-derived for a CPU.
+    the space's analytical features on their learning scale
+    (:meth:`Space.scaled_features <tensorgym.spaces.Space.scaled_features>`;
+    for the ``tiles`` space :mod:`tensorgym.spaces.tiles.features`:
+    operational intensities at L1 and L2, cache fits, register reuse, ILP,
+    register pressure, lane utilisation, parallel balance, ...). This is seed
+    000's "Ansor-AF" input, re-derived for a CPU.
 
 ``"generic"``
-    schedule features that know the loop nest but not the machine, in the
-    spirit of Ansor's per-statement features (loop extents per annotation,
-    vector length, unroll step, parallel extent); see
-    :func:`generic_features` for the list. This is the "Ansor" / "Ansor-DS"
-    input (Ansor's own 164 features need its TE lowering, which TVM 0.27
-    no longer has).
-
-Trees split on thresholds, so a monotone transform of one feature (such as
-the logs) changes nothing for XGBoost; the logs are there for readability
-and for anyone who plots the features. Products of several tile sizes, on the
-other hand, are new information for a tree, hence the per-level products.
+    machine-independent schedule features of the loop nest
+    (:meth:`Space.generic_features <tensorgym.spaces.Space.generic_features>`),
+    the "Ansor" / "Ansor-DS" input.
 """
 
 from __future__ import annotations
@@ -52,16 +44,17 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from math import prod
 from typing import Any
 
 import numpy as np
 
-from ..spaces.base import Config, Space
+from tensorgym.config import Config
+from tensorgym.spaces.base import Space, SpaceError
 
 log = logging.getLogger(__name__)
 
 FEATURE_SETS = ("generic", "af")
+_FEATURE_CACHE_LIMIT = 200_000  # configs whose features are kept (GA populations revisit many)
 
 # Ansor's XGBModel parameters (TVM v0.9 python/tvm/auto_scheduler/cost_model/xgb_model.py).
 ANSOR_XGB_PARAMS: dict[str, Any] = {
@@ -70,81 +63,6 @@ ANSOR_XGB_PARAMS: dict[str, Any] = {
     "min_child_weight": 0.0,
     "eta": 0.2,
 }
-
-# Analytical features of the tiles space that are unbounded (intensities, ratios, counts):
-# they are fed as log2(1 + x). The others are fractions or flags in [0, 1].
-_LOG_FEATURES = frozenset({"oi_l2", "oi_l1", "l2_fit", "l1_fit", "reg_reuse", "ilp", "reg_pressure"})
-
-_FEATURE_CACHE_LIMIT = 200_000  # configs whose features are kept (GA populations revisit many)
-
-
-def _log2(x: float) -> float:
-    return math.log2(x) if x > 0 else 0.0
-
-
-# -- generic features ------------------------------------------------------------------
-def _is_tiles(space: Space) -> bool:
-    return all(hasattr(space, attr) for attr in ("loops", "levels", "unroll_choices")) and space.name == "tiles"
-
-
-def generic_feature_names(space: Space) -> tuple[str, ...]:
-    """Names of :func:`generic_features` for ``space`` (a ``tiles`` space), in order."""
-    if not _is_tiles(space):
-        raise ValueError(f"generic features are defined for the tiles space, not {space.name!r}; "
-                         f"use features='af'")
-    names = []
-    for lp in space.loops:
-        if lp.extent > 1:
-            names += [f"log2_{lp.name}.{level}" for level in range(space.levels[lp.name])]
-    names += ["log2_S0_parallel", "log2_S1", "log2_S2", "log2_S3", "log2_R0", "log2_R1",
-              "log2_S2S3", "log2_S1S2S3", "log2_R1S3", "log2_S2R1S3",
-              "log2_vector_len", "log2_unroll", "cache_write"]
-    return tuple(names)
-
-
-def generic_features(space: Space, config: Config) -> np.ndarray:
-    """Machine-independent schedule features of a ``tiles`` config.
-
-    In order (all logs base 2):
-
-    * ``log2_{loop}.{level}``: every tile size of every loop of extent > 1,
-      outermost level first (4 levels for spatial loops, 2 for reductions);
-    * ``log2_S0_parallel`` ... ``log2_S3``: the product over spatial loops of
-      each level, i.e. the trip count of each spatial band of the ``SSRSRS``
-      nest; ``S0`` is the extent of the fused parallel loop;
-    * ``log2_R0``, ``log2_R1``: the same for the two reduction bands;
-    * ``log2_S2S3``, ``log2_S1S2S3``: spatial iterations below R0 and below
-      S0 (the sizes of the inner blocks);
-    * ``log2_R1S3``, ``log2_S2R1S3``: iterations of the innermost loop bodies
-      (R1 x S3, and S2 x R1 x S3);
-    * ``log2_vector_len``: the innermost tile of the last spatial loop (the
-      vectorised loop);
-    * ``log2_unroll``: ``log2(1 + auto_unroll_max_step)``; ``cache_write``: 0/1.
-    """
-    if not _is_tiles(space):
-        raise ValueError(f"generic features are defined for the tiles space, not {space.name!r}; "
-                         f"use features='af'")
-    out: list[float] = []
-    spatial = [lp.name for lp in space.workload.spatial_loops]
-    reduction = [lp.name for lp in space.workload.reduction_loops]
-    for lp in space.loops:
-        if lp.extent > 1:
-            out += [_log2(t) for t in config[lp.name]]
-    s = [prod(config[n][level] for n in spatial) for level in range(4)]
-    r = [prod(config[n][level] for n in reduction) for level in range(2)]
-    out += [_log2(v) for v in s]
-    out += [_log2(v) for v in r]
-    out += [_log2(s[2] * s[3]), _log2(s[1] * s[2] * s[3]), _log2(r[1] * s[3]), _log2(s[2] * r[1] * s[3])]
-    out += [_log2(config[spatial[-1]][3]), _log2(1 + config["unroll"]), float(config["cache_write"])]
-    return np.asarray(out, dtype=np.float64)
-
-
-def analytical_features(space: Space, config: Config) -> np.ndarray:
-    """``space.features(config)`` with ``log2(1 + x)`` on the unbounded features (see the module docs)."""
-    raw = np.asarray(space.features(config), dtype=np.float64)
-    return np.array([math.log2(1.0 + v) if n in _LOG_FEATURES and v >= 0 else v
-                     for n, v in zip(space.feature_names, raw)])
-
 
 def normalised_targets(gflops: Sequence[float | None]) -> np.ndarray:
     """Ansor's regression target: GFLOP/s / best GFLOP/s (failed or missing: 0)."""
@@ -180,9 +98,9 @@ class CostModel:
         if features not in FEATURE_SETS:
             raise ValueError(f"features must be one of {FEATURE_SETS}, got {features!r}")
         if features == "af" and not space.feature_names:
-            raise ValueError(f"the {space.name!r} space defines no analytical features; use features='generic'")
-        if features == "generic":
-            generic_feature_names(space)  # raises a clear error for other spaces
+            raise SpaceError(f"the {space.name!r} space defines no analytical features; use features='generic'")
+        if features == "generic" and not space.generic_feature_names:
+            raise SpaceError(f"the {space.name!r} space defines no generic features; use features='af'")
         if nthread < 1:
             raise ValueError(f"nthread must be >= 1, got {nthread}")
         if num_boost_round < 1 or early_stopping_rounds < 1:
@@ -208,15 +126,13 @@ class CostModel:
         self._gflops: list[float | None] = []
         self._index: dict[Config, int] = {}
         self._cache: dict[Config, np.ndarray] = {}
-        self._featurize_one = generic_features if features == "generic" else analytical_features
+        self._featurize_one = space.generic_features if features == "generic" else space.scaled_features
         self.fits = 0  # how many times the booster was trained
 
     # -- features -------------------------------------------------------------------
     @property
     def feature_names(self) -> tuple[str, ...]:
-        if self.features == "generic":
-            return generic_feature_names(self.space)
-        return tuple(self.space.feature_names)
+        return tuple(self.space.generic_feature_names if self.features == "generic" else self.space.feature_names)
 
     def featurize(self, configs: Sequence[Config]) -> np.ndarray:
         """The feature matrix (one row per config); rows are cached per config."""
@@ -226,7 +142,7 @@ class CostModel:
         for config in configs:
             row = self._cache.get(config)
             if row is None:
-                row = self._cache[config] = self._featurize_one(self.space, config)
+                row = self._cache[config] = self._featurize_one(config)
             rows.append(row)
         if not rows:
             return np.zeros((0, len(self.feature_names)))

@@ -56,16 +56,17 @@ from typing import Any
 
 import numpy as np
 
-from ..record import Record
-from ..spaces.base import Config
-from ..tuner import Tuner
-from .base import Agent
+from tensorgym.config import Config
+from tensorgym.record import Record
+from tensorgym.tuner import Tuner
+
+from .base import SearchAgent
 from .cost_model import FEATURE_SETS, CostModel
 
 log = logging.getLogger(__name__)
 
 
-class DGDAgent(Agent):
+class DGDAgent(SearchAgent):
     """Seed 000's dynamic gradient descent over tile hops, guided by an XGBoost cost model.
 
     Args:
@@ -82,6 +83,7 @@ class DGDAgent(Agent):
     """
 
     name = "dgd"
+    spaces = ("tiles",)
 
     def __init__(self, features: str = "af", *, initial_samples: int = 64, num_starts: int = 5, window: int = 3,
                  tolerance: float = 0.6, min_window_measurements: int = 9,
@@ -102,7 +104,7 @@ class DGDAgent(Agent):
         self.min_window_measurements = int(min_window_measurements)
         self.model_options = dict(model_options or {})
 
-    def search(self, tuner: Tuner, rng: np.random.Generator) -> dict[str, Any]:
+    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any]:
         run = _Walk(self, tuner, rng)
         run.go()
         return run.summary()

@@ -75,10 +75,12 @@ from typing import Any
 
 import numpy as np
 
-from ..spaces.base import Config, Space
-from ..spaces.tiles import divisors
-from ..tuner import Tuner
-from .base import Agent
+from tensorgym.config import Config
+from tensorgym.factors import divisors
+from tensorgym.spaces.base import Space
+from tensorgym.tuner import Tuner
+
+from .base import SearchAgent
 from .cost_model import FEATURE_SETS, CostModel
 
 log = logging.getLogger(__name__)
@@ -161,7 +163,7 @@ def _measured(tuner: Tuner, first: int) -> tuple[list[Config], list[float]]:
 
 
 # -- the agent ---------------------------------------------------------------------------------
-class GAAgent(Agent):
+class GAAgent(SearchAgent):
     """Ansor's evolutionary search guided by an online XGBoost cost model (see the module docs).
 
     Args:
@@ -179,6 +181,7 @@ class GAAgent(Agent):
     """
 
     name = "ga"
+    spaces = ("tiles",)
 
     def __init__(self, features: str = "generic", *, population: int = 2048, generations: int = 4,
                  mutation_prob: float = 0.85, crossover_prob: float = 0.2, batch_size: int = 64,
@@ -215,7 +218,7 @@ class GAAgent(Agent):
         self.model_options = dict(model_options or {})
 
     # -- the search ------------------------------------------------------------------------
-    def search(self, tuner: Tuner, rng: np.random.Generator) -> dict[str, Any]:
+    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any]:
         space = tuner.space
         model = CostModel(space, self.features, seed=int(rng.integers(2**31)), **self.model_options)
         first = len(tuner.trials)  # the trials of this search are tuner.trials[first:]

@@ -59,14 +59,16 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-from ..record import Record
-from ..spaces.base import Config
-from ..spaces.tiles import TilesSpace, divisors
-from ..tuner import Tuner, TuningResult
-from .base import Agent
+from tensorgym.config import Config
+from tensorgym.factors import divisors
+from tensorgym.record import Record
+from tensorgym.spaces.base import Space
+from tensorgym.spaces.tiles import TilesSpace
+from tensorgym.tuner import Tuner
+
+from .base import SearchAgent
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ def _optuna():
 class TilesParametrisation:
     """Optuna parameters <-> configs of a :class:`TilesSpace` (see the module docs)."""
 
-    def __init__(self, space: TilesSpace):
+    def __init__(self, space: Space):
         if not isinstance(space, TilesSpace):
             raise TypeError(f"the optuna agent works in the tiles space, got {type(space).__name__}")
         self.space = space
@@ -133,7 +135,7 @@ class TilesParametrisation:
         return tuple(tiles)
 
 
-class OptunaAgent(Agent):
+class OptunaAgent(SearchAgent):
     """Black-box optimisation of the tiles space with an Optuna sampler.
 
     Args:
@@ -155,6 +157,7 @@ class OptunaAgent(Agent):
     """
 
     name = "optuna"
+    spaces = ("tiles",)
 
     def __init__(self, sampler: str = "tpe", storage: Any = "auto", batch_size: int = 2, n_startup_trials: int = 10,
                  max_duplicates: int = 32):
@@ -177,15 +180,6 @@ class OptunaAgent(Agent):
         self.batch_size = batch_size
         self.n_startup_trials = n_startup_trials
         self.max_duplicates = max_duplicates
-        self._tune_seed: int | None = None
-
-    def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
-             progress: bool = False) -> TuningResult:
-        self._tune_seed = seed  # names the study, so that a re-run with this seed resumes it
-        try:
-            return super().tune(env, budget=budget, time_budget=time_budget, seed=seed, progress=progress)
-        finally:
-            self._tune_seed = None
 
     # -- study plumbing ----------------------------------------------------------
     def make_sampler(self, seed: int):
@@ -220,14 +214,13 @@ class OptunaAgent(Agent):
                 f"{space.target.fingerprint}/seed={seed_label}")
 
     # -- search --------------------------------------------------------------------
-    def search(self, tuner: Tuner, rng: np.random.Generator) -> dict[str, Any]:
+    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any]:
         optuna = _optuna()
-        params = TilesParametrisation(tuner.space)  # type: ignore[arg-type]
+        params = TilesParametrisation(tuner.space)
         distributions = params.distributions()
         sampler_seed = int(rng.integers(2**31 - 1))
-        seed_label = str(self._tune_seed) if self._tune_seed is not None else f"rng{sampler_seed}"
         storage = self.resolve_storage(tuner)
-        name = self.study_name(tuner, seed_label)
+        name = self.study_name(tuner, str(seed))  # a re-run with this seed resumes the study
         verbosity = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # one INFO line per trial otherwise
         try:

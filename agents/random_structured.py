@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spaces.base import Config
+from tensorgym.config import Config
+
 from .random_search import RandomAgent
 
 

@@ -1,5 +1,10 @@
 """What agents are compared with (``import tensorgym.baselines``): vendor libraries, TVM MetaSchedule,
-and the leaderboard that runs them all side by side."""
+and the ``compare`` run that puts them all side by side.
+
+* :mod:`.vendor`: the vendor libraries, timed in their own processes;
+* :mod:`.metaschedule`: TVM MetaSchedule as a peer agent;
+* :mod:`.board`, :mod:`.render`, :mod:`.compare`: the statistics, the tables and plots, the run.
+"""
 
 from .vendor import VendorResult, VendorUnavailable, time_vendor, vendor_choices
 

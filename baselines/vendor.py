@@ -16,14 +16,15 @@ import tempfile
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..measure.protocol import TimingProtocol
-from ..measure.worker import Worker
-from ..record import summarize_samples
-from ..target import local_cpu
-from ..workloads import Conv2d, Matmul, Workload
+from tensorgym.errors import TensorgymError
+from tensorgym.measure.protocol import TimingProtocol
+from tensorgym.measure.worker import Worker
+from tensorgym.record import summarize_samples
+from tensorgym.target import local_cpu
+from tensorgym.workloads import Conv2d, Matmul, Workload
 
 
-class VendorUnavailable(RuntimeError):
+class VendorUnavailable(TensorgymError, RuntimeError):
     """The library needed for a reference is not installed."""
 
 
@@ -80,7 +81,7 @@ def _time_here(workload: Workload, library: str, layout: str, protocol: TimingPr
     """Runs in the vendor worker."""
     import numpy as np
 
-    from ..measure.tasks import relative_error
+    from tensorgym.measure.tasks import relative_error
 
     inputs = workload.random_inputs(seed=0)
     reference = workload.reference(*inputs)

@@ -26,8 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from tensorgym.baselines.leaderboard import (DEFAULT_AGENTS, DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, REACH_FRACTION,
-                                              _floats, _ints, _seeds_arg, compare)
+from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, REACH_FRACTION
+from tensorgym.baselines.compare import DEFAULT_AGENTS, compare
+from tensorgym.baselines.render import caption, text_table
+from tensorgym.cli.args import float_list, int_list, seed_list
 
 DEFAULT_ENVS = ("Conv2d-ResNet-R5-v0", "Matmul-BERT-M3-v0", "Conv2d-YOLO-Y7-v0")
 # The reference figures (GFLOP/s), measured on this machine type before this work.
@@ -43,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents", default=",".join(DEFAULT_AGENTS),
                         help=f"comma-separated agents (default: {','.join(DEFAULT_AGENTS)})")
     parser.add_argument("--budget", type=int, default=128, help="measurements per run (default: 128)")
-    parser.add_argument("--seeds", type=_seeds_arg, default=3, help="number of seeds or a list 0,1,2 (default: 3)")
+    parser.add_argument("--seeds", type=seed_list, default=3, help="number of seeds or a list 0,1,2 (default: 3)")
     parser.add_argument("--time-budget", type=float, default=None, help="seconds of tuning clock per run")
-    parser.add_argument("--trial-points", type=_ints, default=DEFAULT_TRIAL_POINTS)
-    parser.add_argument("--time-points", type=_floats, default=DEFAULT_TIME_POINTS)
+    parser.add_argument("--trial-points", type=int_list, default=DEFAULT_TRIAL_POINTS)
+    parser.add_argument("--time-points", type=float_list, default=DEFAULT_TIME_POINTS)
     parser.add_argument("--db", default="bench-compare.db", help="database shared by all runs")
     parser.add_argument("--out", default="bench-compare", help="output directory (tables, results, plots)")
     parser.add_argument("--no-vendor", action="store_true")
@@ -63,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\n== compare: {', '.join(envs)}; agents {', '.join(board.agents)}; budget {args.budget}; "
           f"seeds {board.seeds} ({wall / 60:.1f} min) ==\n")
-    print(board.table())
+    print(text_table(board))
     reach = f"to{round(REACH_FRACTION * 100)}%"
-    print(f"\n{board.caption()} metaschedule: @ columns are MetaSchedule's own timings, final its best re-timed "
+    print(f"\n{caption(board)} metaschedule: @ columns are MetaSchedule's own timings, final its best re-timed "
           "by tensorgym.")
 
     for env_id in envs:

@@ -26,6 +26,7 @@ import tensorgym  # noqa: F401
 from tensorgym.agents import RandomAgent
 from tensorgym.baselines import time_vendor, vendor_choices
 from tensorgym.measure import Measurer
+from tensorgym.tuner import ProgressBarCallback
 
 
 def walk(env, steps: int, seed: int) -> tuple[list[int], list[tuple[float, bool]]]:
@@ -70,7 +71,7 @@ def bench_steps(env_id: str, steps: int, db: str, measurer: Measurer, replays: i
 
 def bench_random_agent(budget: int, db: str, measurer: Measurer, seed: int) -> None:
     env = gym.make("Conv2d-ResNet-R5-v0", db=db, measurer=measurer)
-    result = RandomAgent().tune(env, budget=budget, seed=seed, progress=True)
+    result = RandomAgent().tune(env, budget=budget, seed=seed, callback=ProgressBarCallback())
     env.close()
     workload = env.unwrapped.workload
     vendor = [time_vendor(workload, library, layout) for library, layout in vendor_choices(workload)]

@@ -75,14 +75,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from tensorgym.agents import AGENTS, make_agent
     from tensorgym.baselines import VendorUnavailable, time_vendor
-    from tensorgym.baselines.leaderboard import median_or_none, retime_interleaved, space_of
+    from tensorgym.baselines.compare import median_or_none, retime_interleaved, space_of
     from tensorgym.database import Database
-    from tensorgym.envs.microkernel_env import MicrokernelEnv
-    from tensorgym.envs.registration import make_env
+    from tensorgym.envs import MicrokernelEnv, make_env
     from tensorgym.measure import Measurer
-    from tensorgym.microkernels import CatalogueMissing, calibrate, load_catalogue
+    from tensorgym.spaces.microkernel import CatalogueMissing, calibrate, load_catalogue
     from tensorgym.suites import all_suite_workloads
     from tensorgym.text import format_table
+    from tensorgym.tuner import ProgressBarCallback
 
     if args.calibrate:
         calibrate(progress=args.progress)
@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             runs: list[tuple[str, object, list, object]] = []  # (label, space, results per seed, best result)
 
             def tune(label: str, agent_name: str, env, runs=runs, out=out) -> None:
-                per_seed = [make_agent(agent_name).tune(env, budget=budget, seed=s, progress=args.progress)
+                per_seed = [make_agent(agent_name).tune(env, budget=budget, seed=s,
+                                                        callback=ProgressBarCallback() if args.progress else None)
                             for s in range(args.seeds)]
                 best = max(per_seed, key=lambda r: r.best_gflops)
                 runs.append((label, space_of(env, best.space), per_seed, best))

@@ -1,11 +1,11 @@
 """Gymnasium environments of tensorgym (``import tensorgym.envs``)."""
 
-from .base import TuningEnv, default_db_path
+from .base import TuningEnv, tuning_env
 from .microkernel_env import MicrokernelEnv
-from .registration import ENV_CLASSES, PARAMETRIC_IDS, make_env, parse_shape, register_envs, shape_kwargs
+from .registration import PARAMETRIC_IDS, env_ids, make_env, register_envs, workload_of
 from .tile_hop import FAILED_KERNEL_PENALTY, INVALID_ACTION_PENALTY, TileHopEnv
 
 register_envs()
 
-__all__ = ["ENV_CLASSES", "FAILED_KERNEL_PENALTY", "INVALID_ACTION_PENALTY", "PARAMETRIC_IDS", "MicrokernelEnv",
-           "TileHopEnv", "TuningEnv", "default_db_path", "make_env", "parse_shape", "register_envs", "shape_kwargs"]
+__all__ = ["FAILED_KERNEL_PENALTY", "INVALID_ACTION_PENALTY", "PARAMETRIC_IDS", "MicrokernelEnv", "TileHopEnv",
+           "TuningEnv", "env_ids", "make_env", "register_envs", "tuning_env", "workload_of"]

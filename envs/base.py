@@ -7,36 +7,43 @@ database, starts (lazily) a measurer, and closes what it opened.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import gymnasium as gym
 
-from ..database import Database
-from ..evaluator import Evaluator
-from ..measure.measurer import Measurer
-from ..spaces import Space, make_space
-from ..target import Target, resolve_target
-from ..workloads import Workload
+from tensorgym.catalog import make_space
+from tensorgym.config import Config
+from tensorgym.database import Database, default_path
+from tensorgym.errors import InvalidTypeError
+from tensorgym.evaluator import Evaluator
+from tensorgym.measure.measurer import Measurer
+from tensorgym.record import Status
+from tensorgym.spaces.base import Space
+from tensorgym.target import Target, resolve_target
+from tensorgym.workloads import Workload
 
-DEFAULT_DB_ENV = "TENSORGYM_DB"
-
-
-def default_db_path() -> Path:
-    """``$TENSORGYM_DB`` if set, else ``~/.cache/tensorgym/records.db``."""
-    env = os.environ.get(DEFAULT_DB_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "tensorgym" / "records.db"
+SpaceT = TypeVar("SpaceT", bound=Space)
 
 
-class TuningEnv(gym.Env):
+def tuning_env(env: gym.Env) -> "TuningEnv":
+    """The tensorgym env under any Gymnasium wrappers (raises ``TypeError`` for other envs)."""
+    base = env.unwrapped if isinstance(env, gym.Env) else env
+    if not isinstance(base, TuningEnv):
+        raise InvalidTypeError(f"expected a tensorgym environment (gym.make('Conv2d-ResNet-R5-v0') and the like), "
+                               f"got {type(base).__name__}")
+    return base
+
+
+class TuningEnv(gym.Env, Generic[SpaceT]):
     """Base of tensorgym environments over one workload and one search space.
 
     Args:
         workload: the operator instance to tune.
         target: ``"llvm"`` (the local CPU, default) or a :class:`~tensorgym.target.Target`.
         db: a :class:`~tensorgym.database.Database` or a path to its SQLite file
-            (default: :func:`default_db_path`); measurements are stored there and reused.
+            (default: :func:`tensorgym.database.default_path`, ``$TENSORGYM_DB`` or
+            ``~/.cache/tensorgym/records.db``); measurements are stored there and reused.
         measurer: a shared :class:`~tensorgym.measure.Measurer`; by default the env
             starts its own on first use and stops it in :meth:`close`.
         backend: ``"tvm"`` (compile and time new configs) or ``"replay"`` (answer only from
@@ -64,19 +71,15 @@ class TuningEnv(gym.Env):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.workload = workload
         self.target = resolve_target(target)
-        self.search_space: Space = self.make_space(workload, self.target, **space_options)
+        self.search_space: SpaceT = make_space(self.space_name, workload, self.target, **space_options)
         self.max_steps = max_steps
         self.render_mode = render_mode
         self.backend = backend
         self._owns_db = not isinstance(db, Database)
-        self.database = db if isinstance(db, Database) else Database(db if db is not None else default_db_path())
+        self.database = db if isinstance(db, Database) else Database(db if db is not None else default_path())
         self._owns_measurer = measurer is None
         self._measurer = measurer
         self._evaluator: Evaluator | None = None
-
-    def make_space(self, workload: Workload, target: Target, **options: Any) -> Space:
-        """The search space of this env (the one registered as :attr:`space_name`)."""
-        return make_space(self.space_name, workload, target, **options)
 
     @property
     def evaluator(self) -> Evaluator:
@@ -87,10 +90,8 @@ class TuningEnv(gym.Env):
             self._evaluator = Evaluator(self.search_space, self.database, self._measurer)
         return self._evaluator
 
-    def recorded_configs(self) -> list:
+    def recorded_configs(self) -> list[Config]:
         """Configs of this env's space whose kernels ran correctly, from the database (oldest first)."""
-        from ..record import Status
-
         space = self.search_space
         return [r.config for r in self.database.records(self.workload.key, self.target.fingerprint, space.name,
                                                          Status.OK)]

@@ -46,7 +46,7 @@ the λ state, the stack length, the leading spatial loops, and the workload's
 extents on a log scale (so one policy can serve every layer).
 
 **Catalogue.** The env needs this machine's calibrated microkernels; if none
-is stored it raises :class:`~tensorgym.microkernels.CatalogueMissing`, which
+is stored it raises :class:`~tensorgym.spaces.microkernel.CatalogueMissing`, which
 says to run ``tensorgym microkernels calibrate`` (a measurement of several
 minutes is not something to start silently inside ``gym.make``).
 """
@@ -60,9 +60,12 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
-from ..spaces import Config
-from ..spaces.microkernel import LAMBDA, MicrokernelSpace, Selection, _log_ratio, divisors
-from ..workloads import Workload
+from tensorgym.config import Config
+from tensorgym.factors import divisors
+from tensorgym.spaces.microkernel import LAMBDA, MicrokernelSpace, Selection
+from tensorgym.spaces.microkernel.space import log_ratio
+from tensorgym.workloads import Workload
+
 from .base import TuningEnv
 from .tile_hop import FAILED_KERNEL_PENALTY, INVALID_ACTION_PENALTY
 
@@ -70,8 +73,24 @@ UNMEASURED_PEAK_GFLOPS = 1000.0  # reward scale when the catalogue carries no me
 PHASES = ("kernel", "partner", "a", "b", "reuse", "tiles", "parallel")
 MAX_H = 16  # largest microkernel h (the partner segment has one action per h)
 
+# The observation, in order (see :meth:`MicrokernelEnv._observation`): values per part.
+OBSERVATION_PARTS = {
+    "phase": len(PHASES),  # one-hot
+    "kernel": 7,  # vec, w, c, r, s, h, measured fraction of peak
+    "combination": 5,  # single, combined, h2, a, b
+    "reuse": 1,
+    "per_loop": 3,  # per loop of the workload: what is left to tile, its tile loops, its extent
+    "stack": 4,  # λ pending, λ placed, stack length, leading spatial loops
+    "op": 2,  # conv2d, matmul
+}
 
-class MicrokernelEnv(TuningEnv):
+
+def observation_size(loops: int) -> int:
+    """Length of the observation for a workload with ``loops`` loops."""
+    return sum(OBSERVATION_PARTS.values()) + (loops - 1) * OBSERVATION_PARTS["per_loop"]
+
+
+class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
     """Construct a microkernel-space config step by step; the measured kernel gives the final reward.
 
     Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s go to
@@ -86,7 +105,7 @@ class MicrokernelEnv(TuningEnv):
             raise ValueError("backend='replay' is supported by the tiles env; "
                              "the microkernel env measures every episode's config")
         super().__init__(workload, **kwargs)
-        space: MicrokernelSpace = self.search_space  # type: ignore[assignment]
+        space = self.search_space
         self.kernels = sorted({s.kernel for s in space.selections})
         self._kernel_index = {mk: i for i, mk in enumerate(self.kernels)}
         self._by_kernel: dict[Any, list[Selection]] = {}
@@ -108,8 +127,7 @@ class MicrokernelEnv(TuningEnv):
             self.segments[phase] = range(offset, offset + sizes[phase])
             offset += sizes[phase]
         self.action_space = spaces.Discrete(offset)
-        n_dims = len(space.dims)
-        self.observation_space = spaces.Box(0.0, 1.0, shape=(len(PHASES) + 19 + 3 * n_dims,), dtype=np.float32)
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(observation_size(len(space.dims)),), dtype=np.float32)
         self.reward_scale = space.peak_gflops or UNMEASURED_PEAK_GFLOPS
         self._phase: str | None = None
         self._config: Config | None = None
@@ -120,7 +138,7 @@ class MicrokernelEnv(TuningEnv):
     # -- gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        space: MicrokernelSpace = self.search_space  # type: ignore[assignment]
+        space = self.search_space
         self._phase = "kernel"
         self._kernel = None
         self._partner: int | None = None  # 0: single, else h2
@@ -177,7 +195,7 @@ class MicrokernelEnv(TuningEnv):
 
     # -- phases -------------------------------------------------------------------------------------
     def _valid_choices(self) -> list[int]:
-        space: MicrokernelSpace = self.search_space  # type: ignore[assignment]
+        space = self.search_space
         phase = self._phase
         if phase == "kernel":
             return list(range(len(self.kernels)))  # every listed kernel starts at least one selection
@@ -229,7 +247,7 @@ class MicrokernelEnv(TuningEnv):
         self._select(Selection(self._kernel, (self._kernel.h, self._a, self._partner, self._b)))
 
     def _select(self, selection: Selection) -> None:
-        space: MicrokernelSpace = self.search_space  # type: ignore[assignment]
+        space = self.search_space
         self._selection = selection
         self._q = space.quotients(selection)
         self._phase = "reuse"
@@ -255,7 +273,7 @@ class MicrokernelEnv(TuningEnv):
             self._phase = "parallel"
 
     def _take_parallel(self, choice: int) -> None:
-        space: MicrokernelSpace = self.search_space  # type: ignore[assignment]
+        space = self.search_space
         self._config = space.make_config(self._selection, self._reuse, self._stack, choice)
         self._phase = "measure"
 
@@ -270,7 +288,7 @@ class MicrokernelEnv(TuningEnv):
 
     # -- observation and info -----------------------------------------------------------------------
     def _observation(self) -> np.ndarray:
-        space: MicrokernelSpace = self.search_space  # type: ignore[assignment]
+        space = self.search_space
         obs: list[float] = [float(self._phase == p) for p in PHASES]
         mk = self._kernel
         if mk is not None:
@@ -281,15 +299,15 @@ class MicrokernelEnv(TuningEnv):
             obs += [0.0] * 7
         comp_extent = space.extents[self.comp_dim]
         obs += [float(self._partner == 0), float(bool(self._partner)), (self._partner or 0) / MAX_H,
-                _log_ratio(self._a or 1, comp_extent), _log_ratio(self._b or 1, comp_extent)]
-        obs += [_log_ratio(self._reuse or 1, space.extents[self.reuse_dim])]
+                log_ratio(self._a or 1, comp_extent), log_ratio(self._b or 1, comp_extent)]
+        obs += [log_ratio(self._reuse or 1, space.extents[self.reuse_dim])]
         levels = {d: 0 for d in space.dims}
         for dim, _ in self._stack:
             if dim != LAMBDA:
                 levels[dim] += 1
         for dim in space.dims:
             extent = space.extents[dim]
-            obs.append(_log_ratio(self._q.get(dim, extent), extent))
+            obs.append(log_ratio(self._q.get(dim, extent), extent))
             obs.append(min(1.0, levels[dim] / 4))
             obs.append(math.log2(extent) / 12 if extent > 1 else 0.0)
         pending = self._selection is not None and self._selection.combo is not None and not self._lambda_placed

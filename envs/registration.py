@@ -3,47 +3,72 @@
 * ``{Op}-{Suite}-{Layer}-v0`` for every suite layer, e.g. ``Conv2d-ResNet-R5-v0``,
   ``Conv2d-YOLO-Y9-v0``, ``Matmul-BERT-M3-v0``, ``Conv2d-ResNet18-C4-v0``;
 * ``tensorgym/Conv2d-v0`` and ``tensorgym/Matmul-v0`` for shapes of your own:
-  ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``; on the command line
-  ``--shape M=256,N=256,K=512`` (:func:`shape_kwargs`).
+  ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``.
 
-Every id takes the env keyword arguments: ``space=`` (``"tiles"``, the tile-hop env, or
-``"microkernel"``, the microkernel-construction env), ``target=``, ``db=``, ``measurer=``,
-``max_steps=``, ``render_mode=``, ``backend=``, and the chosen space's own options.
+Every id takes the env keyword arguments: ``space=`` (a space that has an env class in
+:mod:`tensorgym.catalog`: ``"tiles"``, the tile-hop env, or ``"microkernel"``, the
+microkernel-construction env), ``target=``, ``db=``, ``measurer=``, ``max_steps=``,
+``render_mode=``, ``backend=``, and the chosen space's own options.
+
+:func:`workload_of` answers "which workload is this id (with this shape)?" without
+building an environment.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 
-from ..registry import lookup
-from ..suites import all_suite_workloads
-from ..workloads import Workload, conv2d, matmul
-from .base import TuningEnv
-from .microkernel_env import MicrokernelEnv
-from .tile_hop import TileHopEnv
+from tensorgym.catalog import env_class
+from tensorgym.errors import InvalidArgumentError, UnknownNameError
+from tensorgym.suites import all_suite_workloads
+from tensorgym.workloads import Workload, conv2d, matmul
 
-ENV_CLASSES: dict[str, type[TuningEnv]] = {"tiles": TileHopEnv, "microkernel": MicrokernelEnv}
+from .base import TuningEnv
 
 
 def make_env(workload: Workload, *, space: str = "tiles", **kwargs: Any) -> TuningEnv:
     """The environment over ``workload`` in the named search space."""
-    return lookup(ENV_CLASSES, space, "space")(workload, **kwargs)
+    return env_class(space)(workload, **kwargs)
 
 
-def make_conv2d_env(*, C: int, H: int, F: int, R: int, W: int | None = None, S: int | None = None, N: int = 1,
-                    stride: int = 1, padding: int | str = "same", **kwargs: Any) -> TuningEnv:
-    """Entry point of ``tensorgym/Conv2d-v0``: a conv2d of your own shapes (W, S default to H, R)."""
-    return make_env(conv2d(N, C, H, W if W is not None else H, F, R, S if S is not None else R, stride, padding),
-                    **kwargs)
+def conv2d_workload(*, C: int, H: int, F: int, R: int, W: int | None = None, S: int | None = None, N: int = 1,
+                    stride: int = 1, padding: int | str = "same") -> Workload:
+    """The workload of ``tensorgym/Conv2d-v0``: a conv2d of your own shapes (W, S default to H, R)."""
+    return conv2d(N, C, H, W if W is not None else H, F, R, S if S is not None else R, stride, padding)
 
 
-def make_matmul_env(*, M: int, N: int, K: int, **kwargs: Any) -> TuningEnv:
-    """Entry point of ``tensorgym/Matmul-v0``: ``C[M, N] = A[M, K] @ B[K, N]``."""
-    return make_env(matmul(M, N, K), **kwargs)
+def matmul_workload(*, M: int, N: int, K: int) -> Workload:
+    """The workload of ``tensorgym/Matmul-v0``: ``C[M, N] = A[M, K] @ B[K, N]``."""
+    return matmul(M, N, K)
+
+
+# The ids that take a shape: their workload builder and an example shape (for messages and --help).
+PARAMETRIC_IDS: dict[str, tuple[Any, str]] = {
+    "tensorgym/Conv2d-v0": (conv2d_workload, "C=64,H=56,F=64,R=3"),
+    "tensorgym/Matmul-v0": (matmul_workload, "M=512,N=768,K=3072"),
+}
+
+
+def _split_shape(builder, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    names = {name for name, p in inspect.signature(builder).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    return {k: v for k, v in kwargs.items() if k in names}, {k: v for k, v in kwargs.items() if k not in names}
+
+
+def make_conv2d_env(**kwargs: Any) -> TuningEnv:
+    """Entry point of ``tensorgym/Conv2d-v0``: shape keywords, then the env's."""
+    shape, rest = _split_shape(conv2d_workload, kwargs)
+    return make_env(workload_of("tensorgym/Conv2d-v0", shape), **rest)
+
+
+def make_matmul_env(**kwargs: Any) -> TuningEnv:
+    """Entry point of ``tensorgym/Matmul-v0``: shape keywords, then the env's."""
+    shape, rest = _split_shape(matmul_workload, kwargs)
+    return make_env(workload_of("tensorgym/Matmul-v0", shape), **rest)
 
 
 def register_envs() -> None:
@@ -56,46 +81,43 @@ def register_envs() -> None:
         gym.register(id="tensorgym/Matmul-v0", entry_point="tensorgym.envs.registration:make_matmul_env")
 
 
-# The ids that take a shape, and an example of one (for error messages and --help).
-PARAMETRIC_IDS: dict[str, tuple[Any, str]] = {
-    "tensorgym/Conv2d-v0": (make_conv2d_env, "C=64,H=56,F=64,R=3"),
-    "tensorgym/Matmul-v0": (make_matmul_env, "M=512,N=768,K=3072"),
-}
+def env_ids() -> list[str]:
+    """Every tensorgym id: the suite layers, then the parametric ids."""
+    return [*all_suite_workloads(), *PARAMETRIC_IDS]
 
 
-def parse_shape(text: str) -> dict[str, int | str]:
-    """``"M=512,N=768,K=3072"`` -> ``{"M": 512, "N": 768, "K": 3072}`` (values that are not integers,
-    such as ``padding=same``, stay strings)."""
-    shape: dict[str, int | str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise ValueError(f"a shape is comma-separated NAME=VALUE pairs, e.g. M=512,N=768,K=3072; got {text!r}")
-        value = value.strip()
-        shape[key.strip()] = int(value) if value.lstrip("-").isdigit() else value
-    return shape
+def workload_of(env_id: str, shape: Mapping[str, Any] | None = None) -> Workload:
+    """The workload of a tensorgym id: a suite layer's, the ``shape`` of a parametric id, or the
+    ``workload`` of an id you registered yourself with ``entry_point="tensorgym.envs.registration:make_env"``.
 
-
-def shape_kwargs(env_id: str, shape: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The shape keyword arguments ``gym.make(env_id, ...)`` needs: ``shape`` for a parametric id,
-    nothing for a suite layer. Raises ``ValueError`` saying what is unknown, missing or extra."""
-    try:
-        gym.spec(env_id)
-    except gym.error.Error as exc:
-        raise ValueError(f"{exc}. Run `tensorgym list` to see the environment ids.") from None
-    if env_id not in PARAMETRIC_IDS:
+    Raises :class:`~tensorgym.errors.UnknownNameError` for an id tensorgym does not
+    register and :class:`~tensorgym.errors.InvalidArgumentError` for a shape that is
+    missing, unknown, given to a fixed layer, or cannot be computed.
+    """
+    suite = all_suite_workloads()
+    if isinstance(env_id, str) and env_id not in suite and env_id not in PARAMETRIC_IDS and env_id in gym.registry:
+        registered = gym.registry[env_id].kwargs.get("workload")  # an id of your own over make_env
+        if isinstance(registered, Workload):
+            if shape:
+                raise InvalidArgumentError(f"{env_id} has a fixed shape; a shape is for {' and '.join(PARAMETRIC_IDS)}")
+            return registered
+    if not isinstance(env_id, str) or (env_id not in suite and env_id not in PARAMETRIC_IDS):
+        close = difflib.get_close_matches(str(env_id), env_ids(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownNameError(f"unknown environment id {env_id!r}{hint}; `tensorgym list` shows the ids")
+    if env_id in suite:
         if shape:
-            raise ValueError(f"{env_id} has a fixed shape; a shape is for {' and '.join(PARAMETRIC_IDS)}")
-        return {}
-    entry, example = PARAMETRIC_IDS[env_id]
+            raise InvalidArgumentError(f"{env_id} has a fixed shape; a shape is for {' and '.join(PARAMETRIC_IDS)}")
+        return suite[env_id]
+    builder, example = PARAMETRIC_IDS[env_id]
     if not shape:
-        raise ValueError(f"{env_id} tunes a shape of your own: give one (command line: --shape {example})")
-    parameters = {name: p for name, p in inspect.signature(entry).parameters.items() if p.kind is p.KEYWORD_ONLY}
+        raise InvalidArgumentError(f"{env_id} tunes a shape of your own: give one (command line: --shape {example})")
+    parameters = {name: p for name, p in inspect.signature(builder).parameters.items() if p.kind is p.KEYWORD_ONLY}
     missing = [name for name, p in parameters.items() if p.default is p.empty and name not in shape]
     unknown = [name for name in shape if name not in parameters]
     if missing or unknown:
         problems = ([f"missing {', '.join(missing)}"] if missing else []) + (
-            [f"unknown {', '.join(unknown)}"] if unknown else [])
-        raise ValueError(f"shape of {env_id}: {'; '.join(problems)} (it takes {', '.join(parameters)}; "
-                         f"e.g. {example})")
-    return dict(shape)
+            [f"unknown {', '.join(map(str, unknown))}"] if unknown else [])
+        raise InvalidArgumentError(f"shape of {env_id}: {'; '.join(problems)} (it takes {', '.join(parameters)}; "
+                                   f"e.g. {example})")
+    return builder(**shape)

@@ -22,7 +22,7 @@ Over an episode the rewards of accepted moves add up to ``log2(final / start)``.
 
 **Observation.** ``Box(0, 1)`` of the normalised config encoding (one value
 per coordinate), the normalised analytical features of the config
-(:mod:`tensorgym.features`), and two throughputs on a log scale,
+(:mod:`tensorgym.spaces.tiles.features`), and two throughputs on a log scale,
 ``log10(1 + GFLOP/s) / 3`` clipped to [0, 1]: the current state's and the
 best seen in this episode.
 
@@ -43,9 +43,11 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
-from ..record import Record
-from ..spaces import Config, TilesSpace
-from ..workloads import Workload
+from tensorgym.config import Config
+from tensorgym.record import Record
+from tensorgym.spaces.tiles import TilesSpace
+from tensorgym.workloads import Workload
+
 from .base import TuningEnv
 
 INVALID_ACTION_PENALTY = -1.0
@@ -60,14 +62,14 @@ def gflops_scale(gflops: float | None) -> float:
     return float(min(1.0, math.log10(1.0 + gflops) / 3.0))
 
 
-class TileHopEnv(TuningEnv):
+class TileHopEnv(TuningEnv[TilesSpace]):
     """Hop through the multi-level tiling space of one workload; rewards are measured speed-ups."""
 
     space_name = "tiles"
 
     def __init__(self, workload: Workload, **kwargs: Any):
         super().__init__(workload, **kwargs)
-        space: TilesSpace = self.search_space  # type: ignore[assignment]
+        space = self.search_space
         self.n_coordinates = len(space.coordinates)
         self.action_space = spaces.Discrete(2 * self.n_coordinates)
         size = space.encoding_size + len(space.feature_names) + 2

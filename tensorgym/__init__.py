@@ -4,17 +4,23 @@
 ``Matmul-BERT-M3-v0``, ``tensorgym/Conv2d-v0`` ...) with Gymnasium.
 """
 
+from importlib import metadata as _metadata
+
 from . import workloads
+from .config import Config, ConfigError
 from .database import Database
+from .errors import TensorgymError
 from .record import Record, Status
-from .spaces import Config
 from .target import local_cpu
 from .workloads import conv2d, matmul
 
 from . import envs  # noqa: E402  (registers the environments)
 from .envs import make_env  # noqa: E402
 
-__version__ = "0.1.0"
+try:
+    __version__ = _metadata.version("tensorgym")
+except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
 
-__all__ = ["Config", "Database", "Record", "Status", "conv2d", "envs", "local_cpu", "make_env", "matmul",
-           "workloads"]
+__all__ = ["Config", "ConfigError", "Database", "Record", "Status", "TensorgymError", "conv2d", "envs", "local_cpu",
+           "make_env", "matmul", "workloads"]

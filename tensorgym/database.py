@@ -14,6 +14,7 @@ of a (workload, target, space), which cost models and replay backends use.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -21,11 +22,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .record import Record, Status
-from .spaces.base import Config
+from .config import Config
+from .errors import TensorgymError
 from .target import Target
 from .workloads import Workload
 
 SCHEMA_VERSION = 1
+DEFAULT_DB_ENV = "TENSORGYM_DB"
+
+
+def default_path() -> Path:
+    """Where measurements go when no database is named: ``$TENSORGYM_DB`` if set, else
+    ``~/.cache/tensorgym/records.db`` (one per user, shared by the command line and Python)."""
+    env = os.environ.get(DEFAULT_DB_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "tensorgym" / "records.db"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,7 +67,7 @@ _COLUMNS = ("id, workload, target, space, config, status, latency_s, latency_cv,
             "build_s, run_s, wall_s, error, created")
 
 
-class DatabaseError(RuntimeError):
+class DatabaseError(TensorgymError, RuntimeError):
     """The database file cannot be used (corrupt, or written by an incompatible version)."""
 
 
@@ -78,9 +88,9 @@ class Database:
     """A SQLite file of measurement records. ``Database(":memory:")`` keeps them in memory."""
 
     def __init__(self, path: str | Path):
-        self.path = str(path)
+        self.path = str(path) if str(path) == ":memory:" else str(Path(path).expanduser())
         if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
             self._conn.execute("PRAGMA busy_timeout = 60000")

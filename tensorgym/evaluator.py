@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .database import Database
+from .errors import TensorgymError
 from .measure.measurer import Measurer
 from .record import Record
-from .spaces.base import Config, Space
+from .config import Config
+from .spaces.base import Space
 
 
-class NotMeasured(LookupError):
+class NotMeasured(TensorgymError, LookupError):
     """A replaying evaluator was asked for a config its database does not hold."""
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
 
-from .spaces.base import Config
+from .config import Config
 
 
 class Status(str, Enum):
@@ -64,29 +63,6 @@ class Record:
 
     def with_id(self, record_id: int) -> "Record":
         return replace(self, id=record_id)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "workload": self.workload, "target": self.target, "space": self.space,
-            "config": self.config.to_json(), "status": self.status.value, "latency_s": self.latency_s,
-            "latency_cv": self.latency_cv, "samples": list(self.samples), "number": self.number,
-            "gflops": self.gflops, "build_s": self.build_s, "run_s": self.run_s, "wall_s": self.wall_s,
-            "error": self.error,
-            "created": self.created,
-        }
-
-    @staticmethod
-    def from_json(data: dict[str, Any]) -> "Record":
-        return Record(
-            workload=data["workload"], target=data["target"], space=data["space"],
-            config=Config.from_json(data["config"]), status=Status(data["status"]),
-            latency_s=data.get("latency_s"), latency_cv=data.get("latency_cv"),
-            samples=tuple(data.get("samples") or ()), number=int(data.get("number") or 0),
-            gflops=data.get("gflops"), build_s=float(data.get("build_s") or 0.0),
-            run_s=float(data.get("run_s") or 0.0), wall_s=float(data.get("wall_s") or 0.0),
-            error=data.get("error") or "",
-            created=float(data.get("created") or 0.0), id=data.get("id"),
-        )
 
 
 def summarize_samples(samples: list[float]) -> tuple[float, float]:

@@ -2,9 +2,9 @@
 
 * ResNet-50 R0-R12, YOLO-9000 Y0-Y10 and BERT M0-M5: seed 000, Table 1. H/W is the
   input size, "same" padding ``(R - 1) // 2``, stride 2 where the table marks ``*``
-  (the released scripts' conventions; shared/notes/seeds_000_003.md A.4).
-* ResNet-18 C0-C11: seed 002 (GTA), shapes from AMOS's benchmark script
-  (shared/notes/seeds_001_002_004.md 1.6.2).
+  (the conventions of seed 000's released scripts).
+* ResNet-18 C0-C11: seed 002 (GTA), the shapes of its evaluation (those of
+  AMOS's benchmark script).
 
 All layers are batch 1, fp32, NCHW.
 """

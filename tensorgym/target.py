@@ -21,14 +21,24 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .errors import TensorgymError
+
 # ISA flags that change what code LLVM emits or how fast it runs.
 _RELEVANT_FLAGS = (
     "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl",
-    "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8", "neon", "asimd", "sve",
+    "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
+    "neon", "asimd", "sve",
 )
+# /proc/cpuinfo flag -> LLVM feature, for the ISA extensions kernels may use. A virtual machine
+# can report a CPU model whose LLVM name lacks some of them (an AMX-capable Xeon that LLVM calls
+# "rocketlake"); the target then enables them explicitly (``mattr``).
+_LLVM_FEATURES = {
+    "avx512_vnni": "avx512vnni", "avx_vnni": "avxvnni", "avx512_bf16": "avx512bf16", "avx512_fp16": "avx512fp16",
+    "amx_tile": "amx-tile", "amx_int8": "amx-int8", "amx_bf16": "amx-bf16",
+}
 
 
-class TargetError(ValueError):
+class TargetError(TensorgymError, ValueError):
     """The requested target is not available on this machine."""
 
 
@@ -81,7 +91,19 @@ class Target:
             raise TargetError(f"target kind {self.kind!r} cannot be built here")
         mcpu = self.mcpu or tvm.target.codegen.llvm_get_system_cpu()
         # "num-cores" is required by MetaSchedule and harmless elsewhere.
-        return tvm.target.Target({"kind": "llvm", "mcpu": mcpu, "num-cores": self.num_cores})
+        config = {"kind": "llvm", "mcpu": mcpu, "num-cores": self.num_cores}
+        mattr = self.llvm_missing_features(mcpu)
+        if mattr:
+            config["mattr"] = mattr
+        return tvm.target.Target(config)
+
+    def llvm_missing_features(self, mcpu: str) -> list[str]:
+        """``+feature`` for each ISA extension this CPU has that LLVM's ``mcpu`` model lacks (needs TVM)."""
+        import tvm
+
+        known = tvm.target.codegen.llvm_get_cpu_features(tvm.target.Target({"kind": "llvm", "mcpu": mcpu}))
+        wanted = [_LLVM_FEATURES[f] for f in self.cpu_flags if f in _LLVM_FEATURES]
+        return [f"+{feature}" for feature in wanted if feature not in known]
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

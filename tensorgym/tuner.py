@@ -16,11 +16,16 @@ database, and every agent is charged the same way:
   measurement took when it was made (``Record.wall_s``). A resumed run and
   a fresh run of the same search therefore have the same clock, and agents
   sharing a database are timed as if each had measured alone.
+
+**Callbacks** (:class:`TuningCallback`, the shape of stable-baselines3's
+callbacks) see the run start, every trial, and the run end; a progress bar
+is one (:class:`ProgressBarCallback`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,9 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from .config import Config
+from .errors import InvalidArgumentError
 from .evaluator import Evaluator
 from .record import Record
-from .spaces.base import Config, Space
+from .spaces.base import Space
 
 
 @dataclass(frozen=True)
@@ -40,14 +47,15 @@ class Trial:
 
     index: int  # 1-based trial number
     elapsed_s: float  # tuning clock when the trial's result was known
-    config: Config
+    config: Config | None  # None: a trial of a search tensorgym cannot express as a config (MetaSchedule's)
     status: str
     gflops: float | None
     best_gflops: float  # best correct GFLOP/s so far (0 if none)
     fresh: bool  # measured now (True) or answered from the database (False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "elapsed_s": self.elapsed_s, "config": self.config.to_json(),
+        return {"index": self.index, "elapsed_s": self.elapsed_s,
+                "config": self.config.to_json() if self.config is not None else None,
                 "status": self.status, "gflops": self.gflops, "best_gflops": self.best_gflops, "fresh": self.fresh}
 
 
@@ -102,7 +110,8 @@ class TuningResult:
     @staticmethod
     def from_json(data: dict[str, Any]) -> "TuningResult":
         data = dict(data)
-        trials = [Trial(**{**t, "config": Config.from_json(t["config"])}) for t in data.pop("trials")]
+        trials = [Trial(**{**t, "config": Config.from_json(t["config"]) if t["config"] is not None else None})
+                  for t in data.pop("trials")]
         best = data.pop("best_config")
         return TuningResult(**data, trials=trials, best_config=Config.from_json(best) if best else None)
 
@@ -112,12 +121,84 @@ class TuningResult:
 
 def check_budget(budget: int | None, time_budget: float | None) -> None:
     """Raise ValueError unless (budget, time_budget) describe a run that ends."""
-    if budget is not None and (not isinstance(budget, (int, np.integer)) or budget < 1):
-        raise ValueError(f"budget must be a positive number of measurements or None, got {budget!r}")
-    if time_budget is not None and time_budget <= 0:
-        raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}")
+    if budget is not None and (isinstance(budget, (bool, np.bool_)) or not isinstance(budget, (int, np.integer))
+                               or budget < 1):
+        raise InvalidArgumentError(f"budget must be a positive number of measurements or None, got {budget!r}")
+    if time_budget is not None and (isinstance(time_budget, (bool, np.bool_))
+                                    or not isinstance(time_budget, (int, float, np.integer, np.floating))
+                                    or not math.isfinite(time_budget) or time_budget <= 0):
+        raise InvalidArgumentError(f"time_budget must be a positive, finite number of seconds or None, "
+                                   f"got {time_budget!r}")
     if budget is None and time_budget is None:
-        raise ValueError("give a budget, a time_budget, or both: a tuning run must end")
+        raise InvalidArgumentError("give a budget, a time_budget, or both: a tuning run must end")
+
+
+class TuningCallback:
+    """Hooks a tuning run calls as it goes (the shape of stable-baselines3's callbacks).
+
+    A :class:`Tuner` calls them for every search agent; agents that run their
+    own search elsewhere (the MetaSchedule peer) call them from its progress.
+    Subclasses override what they need.
+    """
+
+    def on_start(self, label: str, budget: int | None) -> None:
+        """The run starts: ``label`` names it (agent and workload), ``budget`` is its trial budget."""
+
+    def on_trial(self, trial: Trial) -> None:
+        """A trial's result is known."""
+
+    def on_end(self) -> None:
+        """The run has ended (its result was taken)."""
+
+
+class CallbackList(TuningCallback):
+    """Several callbacks, called in order."""
+
+    def __init__(self, callbacks: Sequence[TuningCallback]):
+        self.callbacks = list(callbacks)
+
+    def on_start(self, label: str, budget: int | None) -> None:
+        for callback in self.callbacks:
+            callback.on_start(label, budget)
+
+    def on_trial(self, trial: Trial) -> None:
+        for callback in self.callbacks:
+            callback.on_trial(trial)
+
+    def on_end(self) -> None:
+        for callback in self.callbacks:
+            callback.on_end()
+
+
+class ProgressBarCallback(TuningCallback):
+    """A tqdm progress bar over the trial budget, with the best GFLOP/s so far."""
+
+    def __init__(self) -> None:
+        self._bar = None
+
+    def on_start(self, label: str, budget: int | None) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=budget, desc=label, unit="trial", dynamic_ncols=True, leave=True)
+
+    def on_trial(self, trial: Trial) -> None:
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix_str(f"best {trial.best_gflops:.1f} GFLOP/s", refresh=False)
+
+    def on_end(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def as_callback(callback: "TuningCallback | Sequence[TuningCallback] | None") -> TuningCallback:
+    """One callback from None, a callback, or a list of them."""
+    if callback is None:
+        return TuningCallback()
+    if isinstance(callback, TuningCallback):
+        return callback
+    return CallbackList(callback)
 
 
 class Tuner:
@@ -127,12 +208,12 @@ class Tuner:
         evaluator: where records come from (an env's ``evaluator``).
         budget: the most trials this run may make (None: unlimited).
         time_budget: the most seconds of tuning clock (None: unlimited).
-        progress: show a progress bar with the best GFLOP/s so far.
-        label: the progress bar's title.
+        callback: a :class:`TuningCallback` (or a list of them), e.g. a :class:`ProgressBarCallback`.
+        label: what the callbacks call the run (default: the workload's label).
     """
 
     def __init__(self, evaluator: Evaluator, *, budget: int | None = 64, time_budget: float | None = None,
-                 progress: bool = False, label: str = ""):
+                 callback: TuningCallback | Sequence[TuningCallback] | None = None, label: str = ""):
         check_budget(budget, time_budget)
         self.evaluator = evaluator
         self.budget = None if budget is None else int(budget)
@@ -145,12 +226,9 @@ class Tuner:
         self._charged = 0.0  # seconds charged for trials
         self.measured = 0
         self.reused = 0
-        self._bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=self.budget, desc=label or evaluator.space.workload.label, unit="trial",
-                             dynamic_ncols=True, leave=True)
+        self.callback = as_callback(callback)
+        self._ended = False
+        self.callback.on_start(label or evaluator.space.workload.label, self.budget)
 
     # -- the space -------------------------------------------------------------
     @property
@@ -187,26 +265,25 @@ class Tuner:
 
     # -- measuring -----------------------------------------------------------------
     def measure(self, configs: Sequence[Config]) -> list[Record]:
-        """Records for ``configs`` (configs already measured in this run are free).
+        """Records for ``configs``, in the order given (repeats of a config appear once).
 
-        New configs beyond the remaining budget are dropped, so the result may
-        be shorter than ``configs``; nothing is measured once the budget is spent.
-        With a time budget, batches are measured in chunks of 8 so the clock is
-        checked often.
+        Configs already measured in this run are free. New configs beyond the
+        remaining budget are dropped, so the result may be shorter than
+        ``configs`` (it is then the given order with the dropped configs left
+        out); nothing is measured once the budget is spent. With a time
+        budget, batches are measured in chunks of 8 so the clock is checked often.
         """
-        out: list[Record] = []
+        order = list(dict.fromkeys(configs))
         fresh: list[Config] = []
-        for config in dict.fromkeys(configs):
-            if config in self._seen:
-                out.append(self._seen[config])
-            elif self.remaining is None or len(fresh) < self.remaining:
+        for config in order:
+            if config not in self._seen and (self.remaining is None or len(fresh) < self.remaining):
                 fresh.append(config)
         chunk = 8 if self.time_budget is not None else max(1, len(fresh))
         for i in range(0, len(fresh), chunk):
             if self.exhausted:
                 break
-            out.extend(self._measure_new(fresh[i:i + chunk]))
-        return out
+            self._measure_new(fresh[i:i + chunk])
+        return [self._seen[c] for c in order if c in self._seen]
 
     def _measure_new(self, configs: list[Config]) -> list[Record]:
         t0 = time.monotonic()
@@ -229,9 +306,7 @@ class Tuner:
         self.reused += not fresh
         self.trials.append(Trial(len(self.trials) + 1, self.elapsed, record.config, record.status.value,
                                  record.gflops, self._best.gflops if self._best else 0.0, fresh))
-        if self._bar is not None:
-            self._bar.update(1)
-            self._bar.set_postfix_str(f"best {self.trials[-1].best_gflops:.1f} GFLOP/s", refresh=False)
+        self.callback.on_trial(self.trials[-1])
 
     # -- results -----------------------------------------------------------------
     @property
@@ -239,9 +314,10 @@ class Tuner:
         return self._best
 
     def result(self, agent: str, seed: int, **extra: Any) -> TuningResult:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
+        """The run so far as a :class:`TuningResult` (ends the callbacks' run on the first call)."""
+        if not self._ended:
+            self._ended = True
+            self.callback.on_end()
         space = self.space
         return TuningResult(
             agent=agent, workload=space.workload.label, workload_key=space.workload.key, space=space.name,

@@ -15,11 +15,12 @@ NCHW activations, OIHW weights, fp32, zero padding.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+
+from .errors import TensorgymError
 
 LoopKind = Literal["spatial", "reduction"]
 
@@ -31,7 +32,7 @@ Access = tuple[tuple[tuple[str, int], ...], ...]
 SUPPORTED_DTYPES = ("float32",)
 
 
-class WorkloadError(ValueError):
+class WorkloadError(TensorgymError, ValueError):
     """A workload was described with shapes that cannot be computed."""
 
 
@@ -346,7 +347,3 @@ def conv2d(
 def matmul(M: int, N: int, K: int, *, dtype: str = "float32", suite: str = "custom", name: str = "") -> Matmul:
     """Build a matmul workload ``C[M, N] = A[M, K] @ B[K, N]``."""
     return Matmul(M, N, K, dtype, suite=suite, name=name)
-
-
-def workload_from_json(text: str | dict[str, Any]) -> Workload:
-    return Workload.from_json(json.loads(text) if isinstance(text, str) else text)

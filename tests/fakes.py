@@ -101,5 +101,5 @@ class WrongMatmulSpace(TilesSpace):
 
 def run_search(agent, tuner: Tuner, seed: int = 0):
     """``agent.tune`` without an env: search ``tuner`` with the agent and return the TuningResult."""
-    extra = agent.search(tuner, np.random.default_rng(seed)) or {}
+    extra = agent.search(tuner, np.random.default_rng(seed), seed) or {}
     return tuner.result(agent.name, seed, **extra)

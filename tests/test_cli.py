@@ -29,22 +29,49 @@ def test_tune_then_show(tmp_path, capsys):
     assert "BERT/M2" in capsys.readouterr().out
 
 
-def test_cli_errors_say_what_to_do(tmp_path):
-    with pytest.raises(SystemExit, match="tensorgym list"):
-        main(["tune", "Conv2d-ResNet-R99-v0", "--db", str(tmp_path / "x.db")])
-    with pytest.raises(SystemExit, match="budget"):
-        main(["tune", "Conv2d-ResNet-R5-v0", "--budget", "0"])
-    with pytest.raises(SystemExit, match="does not exist"):
-        main(["show", str(tmp_path / "missing.db")])
-    db = str(tmp_path / "y.db")
-    with pytest.raises(SystemExit, match="--shape M=512,N=768,K=3072"):
-        main(["tune", "tensorgym/Matmul-v0", "--db", db])
-    with pytest.raises(SystemExit, match="missing K"):
-        main(["tune", "tensorgym/Matmul-v0", "--shape", "M=64,N=32", "--db", db])
-    with pytest.raises(SystemExit, match="fixed shape"):
-        main(["tune", "Matmul-BERT-M2-v0", "--shape", "M=64,N=32,K=16", "--db", db])
-    with pytest.raises(SystemExit, match="NAME=VALUE"):
-        main(["compare", "tensorgym/Matmul-v0", "--shape", "M64", "--db", db, "--out", str(tmp_path / "out")])
+@pytest.mark.parametrize("args, message", [
+    (["tune", "Conv2d-ResNet-R99-v0"], "tensorgym list"),
+    (["tune", "Conv2d-ResNet-R99-v0"], "(did you mean 'Conv2d-ResNet-R9-v0'?)"),
+    (["tune", "Conv2d-ResNet-R5-v0", "--budget", "0"], "budget"),
+    (["tune", "Conv2d-ResNet-R5-v0", "--agent", "rnadom"], "unknown agent 'rnadom' (did you mean 'random'?)"),
+    (["tune", "Conv2d-ResNet-R5-v0", "--agent", "ga", "--space", "microkernel"], "space='tiles'"),
+    (["tune", "tensorgym/Matmul-v0"], "--shape M=512,N=768,K=3072"),
+    (["tune", "tensorgym/Matmul-v0", "--shape", "M=64,N=32"], "missing K"),
+    (["tune", "Matmul-BERT-M2-v0", "--shape", "M=64,N=32,K=16"], "fixed shape"),
+    (["compare", "tensorgym/Matmul-v0", "--shape", "M64"], "NAME=VALUE"),
+])
+def test_cli_errors_are_one_line_and_create_no_file(tmp_path, capsys, args, message):
+    db = tmp_path / "never.db"
+    assert main([*args, "--db", str(db)] + (["--out", str(tmp_path / "out")] if args[0] == "compare" else [])) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and "?." not in err
+    assert err.count("\n") <= 2  # the database line and the error
+    assert not db.exists() and not (tmp_path / "out").exists()
+
+
+def test_show_of_a_missing_file_is_an_error(tmp_path, capsys):
+    assert main(["show", str(tmp_path / "missing.db")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_every_subcommand_has_help(capsys):
+    from tensorgym.cli import build_parser
+
+    parser = build_parser()
+    commands = [a for a in parser._subparsers._group_actions[0].choices]  # noqa: SLF001 - argparse keeps them there
+    assert {"list", "tune", "compare", "show", "microkernels"} <= set(commands)
+    for argv in [["--help"], *([c, "--help"] for c in commands), ["microkernels", "calibrate", "--help"],
+                 ["microkernels", "show", "--help"]]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 0, argv
+        assert "usage:" in capsys.readouterr().out
+
+
+def test_verbose_errors_show_the_traceback(tmp_path, capsys):
+    assert main(["-v", "tune", "NoSuch-v0", "--db", str(tmp_path / "x.db")]) == 2
+    assert "Traceback" in capsys.readouterr().err
 
 
 def test_tune_a_shape_of_your_own(tmp_path, capsys):
@@ -62,3 +89,10 @@ def test_tune_a_shape_of_your_own(tmp_path, capsys):
 def test_vendor_references_are_correct_and_timed(workload, library, layout):
     result = time_vendor(workload, library, layout)
     assert result.max_rel_error < 1e-4 and result.gflops > 0 and len(result.samples) >= 3
+
+
+def test_tune_names_its_database_and_defaults_to_the_shared_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TENSORGYM_DB", str(tmp_path / "default.db"))
+    assert main(["tune", "Matmul-BERT-M2-v0", "--budget", "1", "--no-vendor", "-q"]) == 0
+    assert f"database: {tmp_path / 'default.db'}" in capsys.readouterr().err
+    assert (tmp_path / "default.db").exists()

@@ -9,9 +9,7 @@ import pytest
 from fakes import peak_at, small_matmul_space
 
 import tensorgym
-from tensorgym.agents.cost_model import (
-    CostModel, analytical_features, generic_feature_names, generic_features, holdout_kendall_tau, normalised_targets,
-)
+from tensorgym.agents.cost_model import CostModel, holdout_kendall_tau, normalised_targets
 from tensorgym.spaces import Config
 
 
@@ -31,9 +29,9 @@ def landscape(space):
 
 def test_generic_features_of_a_known_config(space):
     config = Config({"i": (2, 4, 1, 8), "j": (1, 2, 2, 16), "k": (8, 8), "unroll": 16, "cache_write": 1})
-    names = generic_feature_names(space)
-    values = dict(zip(names, generic_features(space, config)))
-    assert len(names) == len(generic_features(space, config))
+    names = space.generic_feature_names
+    values = dict(zip(names, space.generic_features(config)))
+    assert len(names) == len(space.generic_features(config))
     assert values["log2_i.0"] == 1 and values["log2_i.3"] == 3 and values["log2_j.3"] == 4
     assert values["log2_S0_parallel"] == math.log2(2 * 1)
     assert values["log2_S1"] == math.log2(4 * 2)
@@ -49,7 +47,7 @@ def test_generic_features_of_a_known_config(space):
 def test_analytical_features_are_logged_space_features(space):
     config = space.sample(np.random.default_rng(0))
     raw = space.features(config)
-    logged = analytical_features(space, config)
+    logged = space.scaled_features(config)
     names = list(space.feature_names)
     assert logged[names.index("oi_l1")] == pytest.approx(math.log2(1 + raw[names.index("oi_l1")]))
     assert logged[names.index("lane_util")] == raw[names.index("lane_util")]

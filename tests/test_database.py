@@ -2,6 +2,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,20 @@ def test_processes_creating_the_same_new_file_at_once(tmp_path):
                                   text=True) for _ in range(3)]
         errors = [p.communicate(timeout=120)[1] for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0], errors
+
+
+def test_home_relative_paths_are_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with Database("~/sub/records.db") as db:
+        assert db.path == str(tmp_path / "sub" / "records.db")
+    assert (tmp_path / "sub" / "records.db").exists() and not Path("~").exists()
+
+
+def test_one_default_database_for_python_and_the_command_line(tmp_path, monkeypatch):
+    from tensorgym.database import default_path
+
+    monkeypatch.delenv("TENSORGYM_DB", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_path() == tmp_path / ".cache" / "tensorgym" / "records.db"
+    monkeypatch.setenv("TENSORGYM_DB", str(tmp_path / "mine.db"))
+    assert default_path() == tmp_path / "mine.db"

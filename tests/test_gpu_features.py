@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tensorgym import conv2d, matmul
-from tensorgym.gpu_features import (
+from tensorgym.spaces.tiles.gpu_features import (
     GPU_FEATURE_NAMES, GPUHardware, GPUTiling, bank_conflict_degree, estimated_occupancy, global_transactions,
     gpu_feasible, gpu_features, ilp, oi_global_mem, oi_shared_mem, reg_reuse_factor, wave_efficiency, wlp,
 )

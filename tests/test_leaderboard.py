@@ -10,14 +10,10 @@ import pytest
 
 from fakes import synthetic_tuner
 from tensorgym.agents import RandomAgent
-from tensorgym.baselines.leaderboard import (
-    Leaderboard,
-    Stat,
-    _result_path,
-    add_compare_parser,
-    compare,
-    trials_to_fraction,
-)
+from tensorgym.baselines.board import Leaderboard, Stat, trials_to_fraction
+from tensorgym.baselines.compare import _result_path, compare
+from tensorgym.baselines.render import markdown, plot_curves, text_table, write_tables
+from tensorgym.cli.compare import add_parser as add_compare_parser
 from tensorgym.database import Database
 from tensorgym.tuner import Trial, TuningResult
 from tensorgym.workloads import matmul
@@ -30,7 +26,7 @@ if TEST_ENV not in gym.registry:
 
 def _random_result(seed, budget=24):
     tuner = synthetic_tuner(budget=budget)
-    RandomAgent(batch_size=4).search(tuner, np.random.default_rng(seed))
+    RandomAgent(batch_size=4).search(tuner, np.random.default_rng(seed), seed)
     return tuner.result("random", seed)
 
 
@@ -82,10 +78,10 @@ def test_table_rows_statistics():
     assert stats["re-timed"].values == (None, None)  # not re-timed yet: shown as "-"
     assert board.stats("E1", "b")["@3s"].values == (4, 4)
     assert board.stats("E2", "b")["final"].values == ()
-    text = board.table()
+    text = text_table(board)
     assert "vendor: numpy row-major" in text and "7.5" in text and "vendor: torch" not in text
     assert "2.5 (2.0-3.0)" in text  # E1/a at 2 measurements
-    assert board.markdown().startswith("| env | agent |")
+    assert markdown(board).startswith("| env | agent |")
 
 
 def test_points_fall_back_to_the_budget():
@@ -95,7 +91,7 @@ def test_points_fall_back_to_the_budget():
 
 def test_write_and_plot(tmp_path):
     board = _board()
-    paths = board.write(tmp_path)
+    paths = write_tables(board, tmp_path)
     rows = list(csv.DictReader(paths["csv"].open()))
     assert {r["agent"] for r in rows} == {"a", "b", "vendor: numpy row-major"}
     final = next(r for r in rows if r["env"] == "E1" and r["agent"] == "a" and r["metric"] == "final")
@@ -103,7 +99,7 @@ def test_write_and_plot(tmp_path):
     data = json.loads(paths["json"].read_text())
     assert data["settings"]["seeds"] == [0, 1] and len(data["rows"]) == 5
     assert "| E1 | a |" in paths["md"].read_text()
-    pngs = board.plot(tmp_path)
+    pngs = plot_curves(board, tmp_path)
     assert [p.name for p in pngs] == ["E1.png", "E2.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
 
@@ -114,7 +110,7 @@ def test_compare_parser():
     args = parser.parse_args(["compare", "Conv2d-ResNet-R5-v0", "Matmul-BERT-M3-v0", "--agents", "random,optuna",
                               "--budget", "16", "--seeds", "0,2", "--time-points", "30", "--db", "x.db"])
     assert args.env_ids == ["Conv2d-ResNet-R5-v0", "Matmul-BERT-M3-v0"] and args.seeds == (0, 2)
-    assert args.agents == "random,optuna" and args.time_points == (30.0,) and args.func.__name__ == "cmd_compare"
+    assert args.agents == "random,optuna" and args.time_points == (30.0,) and args.func.__name__ == "run"
     assert parser.parse_args(["compare", "E", "--seeds", "3"]).seeds == 3
     with pytest.raises(SystemExit):
         parser.parse_args(["compare", "E", "--seeds", "0"])
@@ -155,12 +151,21 @@ def test_compare_two_agents_on_real_kernels_then_resume(tmp_path):
         (result,) = board.results[(TEST_ENV, agent)]
         assert len(result.extra["remeasured_samples"]) == 3 and result.extra["remeasured_gflops"] > 0
     assert all(len(r["remeasured_samples"]) == 3 for r in board.vendor[TEST_ENV])
-    assert "re-timed" in board.table()
+    assert "re-timed" in text_table(board)
     with Database(db) as database:
         measured = database.count()
     assert 6 <= measured <= 12
     again = compare([TEST_ENV], ["random", "optuna"], budget=6, seeds=1, db=db, out_dir=out, progress=False)
-    assert again.table() == board.table()
+    assert text_table(again) == text_table(board)
     with Database(db) as database:
         assert database.count() == measured
     assert (out / "plots" / "tensorgym-test_Matmul64-v0.png").exists()
+
+
+def test_plot_titles_are_short_for_shapes_of_your_own():
+    from tensorgym.baselines.render import plot_title
+
+    assert plot_title("Conv2d-ResNet-R5-v0", "ResNet-50/R5") == "ResNet-50/R5 (Conv2d-ResNet-R5-v0)"
+    title = plot_title("tensorgym/Conv2d-v0[C=8,H=9,F=16,R=3,stride=2]", "conv2d(N=1,C=8,H=9,W=9,F=16,...)")
+    assert title == "Conv2d C=8, H=9, F=16, R=3, stride=2"
+    assert len(plot_title("tensorgym/Matmul-v0[" + ",".join(f"X{i}=1" for i in range(40)) + "]", "")) <= 70

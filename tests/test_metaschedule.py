@@ -8,15 +8,11 @@ import numpy as np
 import pytest
 
 from fakes import SyntheticEvaluator
-from tensorgym.baselines.metaschedule import (
-    Knob,
-    MetaScheduleAgent,
-    MetaScheduleRun,
-    MetaScheduleSpace,
-    _stack_without_modules,
-    _status,
-    signature_digest,
-)
+from tensorgym.agents import Agent, SearchAgent
+from tensorgym.baselines.metaschedule import MetaScheduleAgent, MetaScheduleRun, MetaScheduleSpace
+from tensorgym.baselines.metaschedule.design import Knob, signature_digest
+from tensorgym.baselines.metaschedule.job import _status
+from tensorgym.baselines.metaschedule.tvmscript import _stack_without_modules
 from tensorgym.envs import make_env
 from tensorgym.spaces import Config, SpaceError
 from tensorgym.target import local_cpu
@@ -127,8 +123,8 @@ def test_a_finished_run_is_reused_from_its_work_dir(tmp_path):
 def test_bad_arguments():
     with pytest.raises(ValueError, match="top_k"):
         MetaScheduleAgent(top_k=0)
-    with pytest.raises(NotImplementedError, match="tune"):
-        MetaScheduleAgent().search(None, np.random.default_rng(0))
+    # MetaSchedule runs its own search: it is an Agent, not a SearchAgent over a Tuner
+    assert isinstance(MetaScheduleAgent(), Agent) and not isinstance(MetaScheduleAgent(), SearchAgent)
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import pytest
 from fakes import SyntheticEvaluator
 
 from tensorgym.envs.microkernel_env import FAILED_KERNEL_PENALTY, INVALID_ACTION_PENALTY, MicrokernelEnv
-from tensorgym.microkernels import Catalogue, CatalogueMissing, EnumerationRules, enumerate_microkernels
+from tensorgym.spaces.microkernel import Catalogue, CatalogueMissing, EnumerationRules, enumerate_microkernels
 from tensorgym.suites import SUITES
 from tensorgym.target import local_cpu
 from tensorgym.workloads import conv2d, matmul
@@ -111,7 +111,7 @@ def test_failed_kernel_penalty_and_truncation(catalogue, db):
 
 def test_missing_catalogue_says_to_calibrate(tmp_path):
     with pytest.raises(CatalogueMissing, match="tensorgym microkernels calibrate"):
-        MicrokernelEnv(SUITES["ResNet-50"]["R5"], cache_dir=tmp_path, db=tmp_path / "r.db")
+        MicrokernelEnv(SUITES["ResNet-50"]["R5"], cache_dir=tmp_path, db=tmp_path / "r.db", auto_calibrate=False)
 
 
 def test_replay_backend_is_refused_up_front(catalogue, tmp_path):

@@ -8,7 +8,7 @@ from fakes import SyntheticEvaluator
 
 from tensorgym.agents.random_structured import RandomStructuredAgent
 from tensorgym.envs.microkernel_env import MicrokernelEnv
-from tensorgym.microkernels import Catalogue, EnumerationRules, enumerate_microkernels
+from tensorgym.spaces.microkernel import Catalogue, EnumerationRules, enumerate_microkernels
 from tensorgym.suites import SUITES
 from tensorgym.target import local_cpu
 from tensorgym.tuner import Tuner
@@ -32,7 +32,7 @@ def test_deterministic_per_seed_and_within_budget(catalogue, db):
     runs = []
     for seed in (0, 0, 1):
         tuner = synthetic_tuner(env.search_space, budget=40)
-        extra = RandomStructuredAgent(batch_size=16).search(tuner, np.random.default_rng(seed))
+        extra = RandomStructuredAgent(batch_size=16).search(tuner, np.random.default_rng(seed), seed)
         assert len(tuner.trials) == 40 and extra["combination_draws"] >= 0
         runs.append([t.config for t in tuner.trials])
         assert len(set(runs[-1])) == 40  # distinct draws
@@ -45,7 +45,7 @@ def test_deterministic_per_seed_and_within_budget(catalogue, db):
 def test_stops_when_the_space_runs_dry(catalogue, db):
     tiny = MicrokernelEnv(conv2d(1, 1, 17, 17, 16, 1, 1, 1, 0), catalogue=catalogue, db=db)
     tuner = synthetic_tuner(tiny.search_space, budget=10_000)
-    RandomStructuredAgent().search(tuner, np.random.default_rng(0))
+    RandomStructuredAgent().search(tuner, np.random.default_rng(0), 0)
     assert 0 < len(tuner.trials) < 10_000
     tiny.close()
 
@@ -71,4 +71,19 @@ def test_tunes_a_real_kernel(catalogue, db, measurer):
     # a second run with the same seed is answered from the database
     again = RandomStructuredAgent(batch_size=3).tune(env, budget=3, seed=0)
     assert again.reused == 3 and again.best_config == result.best_config
+    env.close()
+
+
+def test_the_random_agent_tunes_any_space(catalogue, db):
+    """``random`` draws from whatever space the env has: in the microkernel space its draws are seed 003's."""
+    from tensorgym.agents import RandomAgent
+
+    env = MicrokernelEnv(SUITES["ResNet-50"]["R5"], catalogue=catalogue, db=db)
+    agent = RandomAgent(batch_size=8)
+    agent.check_space("microkernel")  # no error
+    for seed in (0,):
+        plain, structured = synthetic_tuner(env.search_space, 16), synthetic_tuner(env.search_space, 16)
+        agent.search(plain, np.random.default_rng(seed), seed)
+        RandomStructuredAgent(batch_size=8).search(structured, np.random.default_rng(seed), seed)
+        assert [t.config for t in plain.trials] == [t.config for t in structured.trials]
     env.close()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tensorgym.spaces import Config, SpaceError, TilesSpace
-from tensorgym.spaces.tiles import divisors, factorizations
+from tensorgym.factors import divisors, factorizations
 from tensorgym.suites import all_suite_workloads
 from tensorgym.target import local_cpu
 from tensorgym.workloads import conv2d, matmul

@@ -19,7 +19,7 @@ from tensorgym.tuner import Tuner, TuningResult
 @pytest.mark.parametrize("budget", [1, 5, 16, 33])
 def test_random_agent_spends_the_budget_exactly(budget):
     tuner = synthetic_tuner(budget=budget)
-    RandomAgent(batch_size=8).search(tuner, np.random.default_rng(0))
+    RandomAgent(batch_size=8).search(tuner, np.random.default_rng(0), 0)
     assert len(tuner.trials) == budget == tuner.evaluator.measured
     assert len({t.config for t in tuner.trials}) == budget
 
@@ -42,7 +42,7 @@ def test_configs_measured_in_this_run_are_free():
 def test_random_agent_is_deterministic_per_seed():
     def run(seed):
         tuner = synthetic_tuner(budget=20)
-        RandomAgent().search(tuner, np.random.default_rng(seed))
+        RandomAgent().search(tuner, np.random.default_rng(seed), seed)
         return [t.config for t in tuner.trials]
 
     assert run(3) == run(3) and run(3) != run(4)
@@ -70,7 +70,7 @@ def test_time_budget_stops_the_run():
         return 1.0
 
     tuner = Tuner(SyntheticEvaluator(space, slow), budget=None, time_budget=0.3)
-    RandomAgent(batch_size=4).search(tuner, np.random.default_rng(0))
+    RandomAgent(batch_size=4).search(tuner, np.random.default_rng(0), 0)
     assert 5 <= len(tuner.trials) < 100 and tuner.exhausted
 
 
@@ -120,3 +120,43 @@ def test_a_killed_run_resumes_without_losing_or_remeasuring(tmp_path):
     assert len(after) == budget
     assert all(after[c] == r for c, r in before.items())  # nothing lost, nothing overwritten
     assert reused == len(before) and measured == budget - len(before)  # nothing measured twice
+
+
+def test_measure_returns_records_in_the_order_asked():
+    tuner = synthetic_tuner(budget=10)
+    rng = np.random.default_rng(3)
+    first = tuner.sample(rng, 4)
+    tuner.measure(first[:2])  # measured before: answered from the run
+    asked = [first[3], first[0], first[2], first[3], first[1]]
+    records = tuner.measure(asked)
+    assert [r.config for r in records] == [first[3], first[0], first[2], first[1]]  # repeats appear once
+    tight = synthetic_tuner(budget=2)
+    configs = tight.sample(rng, 4)
+    tight.measure(configs[2:3])
+    assert [r.config for r in tight.measure(configs)] == [configs[0], configs[2]]  # budget cut, order kept
+
+
+def test_callbacks_see_the_run(tmp_path):
+    from tensorgym.tuner import TuningCallback
+
+    class Recorder(TuningCallback):
+        def __init__(self):
+            self.events = []
+
+        def on_start(self, label, budget):
+            self.events.append(("start", label, budget))
+
+        def on_trial(self, trial):
+            self.events.append(("trial", trial.index))
+
+        def on_end(self):
+            self.events.append(("end",))
+
+    recorder = Recorder()
+    space = small_matmul_space()
+    tuner = Tuner(SyntheticEvaluator(space, peak_at(space, space.sample(np.random.default_rng(0)))), budget=3,
+                  callback=[recorder], label="run")
+    RandomAgent(batch_size=2).search(tuner, np.random.default_rng(0), 0)
+    tuner.result("random", 0)
+    tuner.result("random", 0)  # a second result does not end the run twice
+    assert recorder.events == [("start", "run", 3), ("trial", 1), ("trial", 2), ("trial", 3), ("end",)]

@@ -1,6 +1,7 @@
-"""Compiling and timing kernels: builder pool, isolated runner, one timing protocol."""
+"""Compiling and timing kernels: builder pool, Runner (local process, or remote), one timing protocol."""
 
 from .measurer import Measurer
 from .protocol import TimingProtocol
+from .runner import LocalRunner, Runner
 
-__all__ = ["Measurer", "TimingProtocol"]
+__all__ = ["LocalRunner", "Measurer", "Runner", "TimingProtocol"]

@@ -1,4 +1,4 @@
-"""Build candidates in a process pool, then time them one by one in an isolated runner.
+"""Build candidates in a process pool, then check and time them one by one with a Runner.
 
 :meth:`Measurer.measure` takes a batch of configs of one space and returns one
 :class:`Record` per config, whatever happens to the kernels:
@@ -6,14 +6,16 @@
 * phase 1, build: every config is compiled by the builder pool (one process
   per core); a compiler error or crash is a ``build_error``, a build that
   exceeds ``build_timeout`` a ``timeout``;
-* phase 2, run: the runner process loads, checks and times the kernels one
-  at a time, while the builders sit idle, so that no compile competes with a
-  timing for the cores. A kernel that kills the runner is a
-  ``runtime_error``; one that exceeds its time limit is a ``timeout``; one
-  whose output differs from NumPy is a ``wrong_result``. The runner is
-  restarted and the batch goes on.
+* phase 2, run: the :class:`~tensorgym.measure.runner.Runner` loads, checks
+  and times the kernels one at a time while the builders sit idle, so that no
+  compile competes with a timing for the cores. A kernel that kills the
+  runner is a ``runtime_error``; one that exceeds its time limit is a
+  ``timeout``; one whose output differs from NumPy is a ``wrong_result``.
+  The runner is restarted and the batch goes on.
 
-The measurer holds no results: persisting them is the
+The default runner is a :class:`~tensorgym.measure.runner.LocalRunner`
+(a child process on this machine); other runners (remote devices, GPUs)
+are passed in. The measurer holds no results: persisting them is the
 :class:`~tensorgym.evaluator.Evaluator`'s job.
 """
 
@@ -25,10 +27,12 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from ..config import Config
 from ..record import Record, Status, summarize_samples
-from ..spaces.base import Config, Space
+from ..spaces.base import Space
 from ..target import Target, resolve_target
 from .protocol import TimingProtocol
+from .runner import LocalRunner, Runner
 from .tasks import FAULTS
 from .worker import Outcome, Worker, run_all
 
@@ -41,24 +45,28 @@ class Measurer:
     """Compiles and times kernels for one target. Use as a context manager or call :meth:`close`.
 
     Args:
-        target: where kernels run (default: the local CPU).
-        builders: build processes (default: one per core).
-        protocol: the timing protocol.
+        target: where kernels run (default: the local CPU; a given ``runner``'s target otherwise).
+        runner: checks and times the built kernels (default: a
+            :class:`~tensorgym.measure.runner.LocalRunner` on this machine).
+        builders: build processes (default: one per core of this machine).
+        protocol: the timing protocol of the default runner (a given runner has its own).
         build_timeout: seconds allowed to build one kernel (MetaSchedule's default). A few
             tiles configs (unroll 512 over a large register tile) take LLVM minutes to
-            compile and are not fast when they are built: 2 of 4,576 kernels of the
-            compare benchmark took 109-116 s and ran at 40 % of the best.
+            compile and are not fast when they are built.
         run_timeout: seconds allowed to check and time one kernel; ``None`` scales
             with the workload: 10 s + 25 s per GFLOP.
-        faults: test hook, ``{config: "crash" | "hang"}``: the runner crashes or
+        faults: test hook, ``{config: "crash" | "hang"}``: the local runner crashes or
             hangs instead of running that config's kernel.
     """
 
-    def __init__(self, target: Target | str | None = None, *, builders: int | None = None,
-                 protocol: TimingProtocol | None = None, build_timeout: float = 30.0,
+    def __init__(self, target: Target | str | None = None, *, runner: Runner | None = None,
+                 builders: int | None = None, protocol: TimingProtocol | None = None, build_timeout: float = 30.0,
                  run_timeout: float | None = None, faults: Mapping[Config, str] | None = None):
-        self.target = resolve_target(target)
-        self.protocol = protocol or TimingProtocol()
+        if runner is not None and protocol is not None:
+            raise ValueError("pass the protocol to the runner, not to the Measurer, when you give a runner")
+        self.target = runner.target if runner is not None and target is None else resolve_target(target)
+        if runner is not None and runner.target.fingerprint != self.target.fingerprint:
+            raise ValueError(f"the runner times on {runner.target.label}, not on {self.target.label}")
         self.build_timeout = build_timeout
         self.run_timeout = run_timeout
         self.faults = dict(faults or {})
@@ -66,13 +74,17 @@ class Measurer:
             if mode not in FAULTS:
                 raise ValueError(f"unknown fault {mode!r}; use one of {FAULTS}")
         self._workdir = tempfile.mkdtemp(prefix="tensorgym-")
-        n_builders = builders or self.target.num_cores
+        n_builders = builders or resolve_target(None).num_cores
         # One thread per builder: parallelism comes from the processes.
         self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"})
                           for i in range(n_builders)]
-        self._runner = Worker("runner", self._workdir, env={"TVM_NUM_THREADS": str(self.target.num_cores)})
+        self.runner = runner if runner is not None else LocalRunner(self.target, self._workdir, protocol)
         self.kernels_built = 0
         self.kernels_run = 0
+
+    @property
+    def protocol(self) -> TimingProtocol:
+        return self.runner.protocol
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self) -> "Measurer":
@@ -82,8 +94,9 @@ class Measurer:
         self.close()
 
     def close(self) -> None:
-        for worker in (*self._builders, self._runner):
+        for worker in self._builders:
             worker.close()
+        self.runner.close()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __deepcopy__(self, memo) -> "Measurer":
@@ -99,7 +112,7 @@ class Measurer:
 
     @property
     def runner_restarts(self) -> int:
-        return self._runner.restarts
+        return self.runner.restarts
 
     # -- measuring -------------------------------------------------------------
     def measure(self, space: Space, configs: Sequence[Config], *, check: bool = True,
@@ -108,19 +121,26 @@ class Measurer:
 
         ``on_record`` is called with each record as soon as it exists (to persist it).
         """
-        if space.target.fingerprint != self.target.fingerprint:
-            raise ValueError(f"space is for target {space.target.label}, this measurer for {self.target.label}")
-        if not configs:
+        return self.measure_pairs([(space, c) for c in configs], check=check, on_record=on_record)
+
+    def measure_pairs(self, kernels: Sequence[tuple[Space, Config]], *, check: bool = True,
+                      on_record: Callable[[Record], None] | None = None) -> list[Record]:
+        """:meth:`measure` for ``(space, config)`` pairs of possibly different spaces, built together."""
+        for space, _ in kernels:
+            if space.target.fingerprint != self.target.fingerprint:
+                raise ValueError(f"space is for target {space.target.label}, this measurer for {self.target.label}")
+        if not kernels:
             return []
-        for worker in (*self._builders, self._runner):
+        for worker in self._builders:
             worker.start()  # start all together: their imports overlap
+        self.runner.start()
         t0 = time.monotonic()
-        builds = run_all(self._builders, [(f"{_TASKS}:build", (space, c, self._workdir), {}) for c in configs],
+        builds = run_all(self._builders, [(f"{_TASKS}:build", (space, c, self._workdir), {}) for space, c in kernels],
                          timeout=self.build_timeout)
-        build_share = (time.monotonic() - t0) / len(configs)
-        self.kernels_built += len(configs)
+        build_share = (time.monotonic() - t0) / len(kernels)
+        self.kernels_built += len(kernels)
         records = []
-        for config, built in zip(configs, builds):
+        for (space, config), built in zip(kernels, builds):
             records.append(self._run_one(space, config, built, check, build_share))
             if on_record is not None:
                 on_record(records[-1])
@@ -134,8 +154,8 @@ class Measurer:
             status = Status.TIMEOUT if built.kind == "timeout" else Status.BUILD_ERROR
             return Record(status=status, error=f"build: {built.error}"[:4000], **base)
         timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
-        ran = self._runner.call(f"{_TASKS}:run", space, config, built.value["path"], check=check,
-                                protocol=self.protocol, fault=self.faults.get(config), timeout=timeout)
+        ran = self.runner.run(space, config, built.value["path"], check=check, timeout=timeout,
+                              fault=self.faults.get(config))
         self.kernels_run += 1
         base["run_s"] = ran.seconds
         base["wall_s"] += ran.seconds

@@ -1,9 +1,11 @@
 """Functions that run inside worker processes (see :mod:`.worker`).
 
 ``build`` runs in the builder pool: schedule, compile, link a shared library.
-``run`` runs in the single runner process: load the library, check it against
-the NumPy reference when asked, and time it with the :class:`TimingProtocol`.
-Both only return plain data; failures are raised and become records upstream.
+:func:`check_and_time` is the device side every :class:`~.runner.Runner`
+shares: fill the kernel's arguments, make the first (checked) call, compare
+with the NumPy reference when asked, and time the kernel with the
+:class:`TimingProtocol`. ``run_local`` is the local runner's entry point.
+They only return plain data; failures are raised and become records upstream.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..spaces.base import Config, Space
+from ..config import Config
+from ..spaces.base import Space
 from ..target import Target
 from ..workloads import Workload
 from .protocol import TimingProtocol
@@ -93,16 +96,28 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(out.astype(np.float64) - ref))) / scale
 
 
-def run(space: Space, config: Config, path: str, *, check: bool, protocol: TimingProtocol,
-        fault: str | None = None) -> dict[str, Any]:
-    """Load, optionally check, and time one kernel. Returns a dict for :class:`Record`."""
+def run_local(space: Space, config: Config, path: str, *, check: bool, protocol: TimingProtocol,
+              fault: str | None = None) -> dict[str, Any]:
+    """The local runner: load the library at ``path`` on this machine's CPU, then :func:`check_and_time`."""
     import tvm
 
     try:
         module = tvm.runtime.load_module(path)
     finally:
         Path(path).unlink(missing_ok=True)
-    device = tvm.cpu(0)
+    return check_and_time(module, tvm.cpu(0), space, config, check=check, protocol=protocol, fault=fault)
+
+
+def check_and_time(module, device, space: Space, config: Config, *, check: bool, protocol: TimingProtocol,
+                   fault: str | None = None) -> dict[str, Any]:
+    """Run a loaded kernel on a TVM ``device``: first call, NumPy check (if ``check``), then the protocol.
+
+    Shared by every runner, so every kernel is checked and timed the same way
+    wherever it runs. Returns ``{"status": "ok", "samples": [...], "number": n}``
+    or ``{"status": "wrong_result", "error": ...}``.
+    """
+    import tvm
+
     inputs, reference = reference_data(space.workload)
     arrays = space.kernel_arguments(config, inputs)
     if check:

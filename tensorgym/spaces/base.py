@@ -1,113 +1,26 @@
-"""What every search space offers, and the configuration value type.
+"""What every search space offers.
 
 A *space* is the set of valid schedules of one workload on one target. Its
-points are :class:`Config` values: canonical, hashable and JSON-serialisable,
-so that the database can key measurements by them and agents can put them in
-sets. A space turns a config into a TVM ``IRModule`` with :meth:`Space.apply`;
-that call (and only that call) needs TVM, and it runs in build workers.
+points are :class:`~tensorgym.config.Config` values. A space turns a config
+into a TVM ``IRModule`` with :meth:`Space.apply`; that call (and only that
+call) needs TVM, and it runs in build workers.
 """
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..config import Config, ConfigError
 from ..target import Target
 from ..workloads import Workload
 
-ConfigValue = int | tuple[int, ...]
 
-
-class SpaceError(ValueError):
+class SpaceError(ConfigError):
     """A config does not belong to the space (wrong knobs, values or constraints)."""
-
-
-class Config(Mapping[str, ConfigValue]):
-    """An immutable point of a search space: knob name -> int or tuple of ints.
-
-    Two configs with the same knobs and values are equal and hash alike,
-    whatever the order they were built in. ``config.key`` is the canonical
-    JSON text used by the database.
-    """
-
-    __slots__ = ("_items", "_hash")
-
-    def __init__(self, values: Mapping[str, Any]):
-        items = []
-        for name in sorted(values):
-            items.append((str(name), _freeze(name, values[name])))
-        self._items: tuple[tuple[str, ConfigValue], ...] = tuple(items)
-        self._hash = hash(self._items)
-
-    def __getitem__(self, name: str) -> ConfigValue:
-        for key, value in self._items:
-            if key == name:
-                return value
-        raise KeyError(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return (key for key, _ in self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Config):
-            return self._items == other._items
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"Config({self.key})"
-
-    def __reduce__(self):
-        return (Config, (dict(self._items),))
-
-    def replace(self, **changes: Any) -> "Config":
-        """A copy with some knobs changed (hot path of neighbour generation: unchanged values are not re-checked)."""
-        items = dict(self._items)
-        for name, value in changes.items():
-            items[name] = _freeze(name, value)
-        new = Config.__new__(Config)
-        new._items = tuple(sorted(items.items()))
-        new._hash = hash(new._items)
-        return new
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self._items}
-
-    @property
-    def key(self) -> str:
-        return json.dumps(self.to_json(), separators=(",", ":"), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, data: "str | Mapping[str, Any]") -> "Config":
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except json.JSONDecodeError as exc:
-                raise SpaceError(f"config is not valid JSON: {exc}") from None
-        if not isinstance(data, Mapping):
-            raise SpaceError(f"a config is a JSON object of knob -> value, got {type(data).__name__}")
-        return cls(data)
-
-
-def _freeze(name: str, value: Any) -> ConfigValue:
-    if isinstance(value, (bool, np.bool_)):
-        return int(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (list, tuple, np.ndarray)) and all(
-        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value
-    ):
-        return tuple(int(v) for v in value)
-    raise SpaceError(f"knob {name!r}: values are ints or lists of ints, got {value!r}")
 
 
 class Space(ABC):
@@ -119,6 +32,7 @@ class Space(ABC):
 
     name: str = ""
     feature_names: tuple[str, ...] = ()  # what :meth:`features` returns, in order
+    generic_feature_names: tuple[str, ...] = ()  # what :meth:`generic_features` returns, in order
 
     def __init__(self, workload: Workload, target: Target):
         self.workload = workload
@@ -150,13 +64,40 @@ class Space(ABC):
     def apply(self, config: Config):
         """The scheduled ``tvm.IRModule`` (needs TVM; runs in build workers)."""
 
+    # -- features (cost models, observations) ------------------------------------
     def features(self, config: Config) -> np.ndarray:
-        """Raw analytical features of a config (cost models); empty if the space defines none."""
+        """Raw analytical features of a config, in :attr:`feature_names` order (empty: none defined)."""
         return np.zeros(0)
 
+    def scaled_features(self, config: Config) -> np.ndarray:
+        """The analytical features on the scale cost models learn from (e.g. logs of unbounded ratios)."""
+        return np.asarray(self.features(config), dtype=np.float64)
+
     def normalised_features(self, config: Config) -> np.ndarray:
-        """:meth:`features` mapped into [0, 1] (observations)."""
+        """The analytical features mapped into [0, 1] (observations)."""
         return np.zeros(0, dtype=np.float32)
+
+    def generic_features(self, config: Config) -> np.ndarray:
+        """Machine-independent schedule features (Ansor's kind), in :attr:`generic_feature_names` order."""
+        raise SpaceError(f"the {self.name!r} space defines no generic schedule features")
+
+    # -- mapping candidates (task schedulers) --------------------------------------
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        """Names of the space's mapping candidates (seed 002): disjoint parts of the space a task
+        scheduler can give measurements to separately. A space without them has one, ``"all"``."""
+        return ("all",)
+
+    def candidate_of(self, config: Config) -> int:
+        """The index (into :attr:`candidates`) of the candidate ``config`` belongs to."""
+        return 0
+
+    def restricted(self, candidate: int) -> "Space":
+        """The space of one candidate's configs: the same ``name``, and its configs are configs of this
+        space, so their records are shared (a space without candidates is its own only candidate)."""
+        if candidate != 0:
+            raise SpaceError(f"the {self.name!r} space has one candidate (0), not {candidate!r}")
+        return self
 
     # -- shared behaviour -------------------------------------------------
     def is_valid(self, config: Config) -> bool:
@@ -167,9 +108,13 @@ class Space(ABC):
         return True
 
     def parse(self, config: "Config | Mapping[str, Any] | str") -> Config:
-        """Turn user input (a Config, dict or JSON text) into a checked Config."""
-        if not isinstance(config, Config):
-            config = Config.from_json(config) if isinstance(config, str) else Config(config)
+        """Turn user input (a Config, dict or JSON text) into a checked Config; raises :class:`SpaceError`."""
+        try:
+            config = Config.coerce(config)
+        except SpaceError:
+            raise
+        except ConfigError as exc:
+            raise SpaceError(str(exc)) from None
         self.check(config)
         return config
 

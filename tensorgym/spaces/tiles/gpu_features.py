@@ -5,7 +5,7 @@ ICS '24) feeds Ansor's XGBoost model seven features computed from the tile
 sizes of Ansor's CUDA multi-level tiling instead of 164 AST features. Here
 they are pure functions of the tile sizes and of a few hardware parameters:
 nothing is compiled, and no GPU is needed to evaluate them. The CPU
-counterparts that the ``tiles`` space uses are in :mod:`tensorgym.features`.
+counterparts that the ``tiles`` space uses are in :mod:`tensorgym.spaces.tiles.features`.
 
 **The tiling** (:class:`GPUTiling`) is Ansor's CUDA structure ``SSSRRSRS``:
 every spatial loop is split into 5 levels ``(grid, vthread, threads, reg1,
@@ -21,7 +21,7 @@ reg2)`` and every reduction loop into 3 levels ``(k0, k1, k2)``::
     out.local -> out                               (written once, after the whole reduction)
 
 Derived quantities (``e`` = per-loop extents of a block, footprints as in
-:func:`tensorgym.features.footprint`):
+:func:`tensorgym.spaces.tiles.features.footprint`):
 
 * ``TB`` = prod over spatial loops of ``threads``; ``nTB`` = prod of ``grid``;
   ``warps`` = ceil(TB / 32);
@@ -33,8 +33,8 @@ Derived quantities (``e`` = per-loop extents of a block, footprints as in
   sum over inputs of their footprint on the register tile (the registers
   the artifact counts, and prunes at 256).
 
-The seven features (the paper's definitions, with the artifact's formulas,
-``HPCRL/ics24tvm`` ``src/auto_scheduler/feature.cc``, wherever it has them):
+The seven features (seed 000's definitions, with the formulas of its
+released implementation wherever it has them):
 
 ======================  ========================================================================
 feature                  formula
@@ -44,8 +44,7 @@ OI_Global_Mem            MACs / (32 * global_trans): MACs per element moved betw
                          stages * ceil(shared footprint / TB) * warps / vector_len
                          + ceil(output tile / TB) * warps / vector_len ]: one warp-wide
                          transaction (32 elements) per load instruction of the cooperative
-                         fetch, plus the final store of the output tile. (The artifact reads
-                         the same counts off the lowered TIR.)
+                         fetch, plus the final store of the output tile.
 OI_Shared_Mem            MACs / (32 * shared_trans): MACs per element read from shared memory
                          into registers. Per reduction step every thread reads its register
                          footprint of each input, one warp instruction per element, replayed
@@ -92,7 +91,7 @@ from typing import Any
 import numpy as np
 
 from .features import footprint, register_reuse, wave_efficiency
-from .workloads import Workload
+from ...workloads import Workload
 
 GPU_FEATURE_NAMES = (
     "OI_Global_Mem", "OI_Shared_Mem", "Reg_Reuse_Factor", "ILP", "WLP", "Estimated_Occupancy", "Wave_Efficiency",

@@ -42,13 +42,21 @@ contiguity           share of tensors whose contiguous dimension    (bank confli
 unroll, cache_write  the config's unroll step index / 3, and flag   (Ansor's annotation)
 ===================  =====================================================================
 
-:func:`normalise` maps each feature into [0, 1] for observations; cost
-models use the raw values.
+:func:`scaled_features` puts the unbounded ones (intensities, ratios,
+counts) on a ``log2(1 + x)`` scale: that is what cost models learn from.
+:func:`normalise` maps the scaled features into [0, 1] for observations.
+
+**Generic features** (:func:`generic_features`) describe the loop nest but
+not the machine, in the spirit of Ansor's per-statement features (loop
+extents per annotation, vector length, unroll step, parallel extent): the
+input of Ansor's own cost model ("Ansor", "Ansor-DS"), whose 164 features
+need a TE lowering TVM 0.27 no longer has.
 """
 
 from __future__ import annotations
 
-from math import ceil, log2, prod
+import math
+from math import ceil, prod
 
 import numpy as np
 
@@ -56,6 +64,13 @@ FEATURE_NAMES = (
     "oi_l2", "oi_l1", "l2_fit", "l1_fit", "reg_reuse", "ilp", "reg_pressure", "lane_util",
     "parallel_balance", "parallel_fraction", "contiguity", "unroll", "cache_write",
 )
+
+# The unbounded features (intensities, ratios, counts) and the value of log2(1 + x) that maps
+# to 1.0 in observations; the others are fractions or flags in [0, 1] already.
+LOG_SCALE = {"oi_l2": 10.0, "oi_l1": 10.0, "l2_fit": 6.0, "l1_fit": 6.0, "reg_reuse": 8.0, "ilp": 8.0,
+             "reg_pressure": 2.0}
+_LOG_INDEX = np.array([name in LOG_SCALE for name in FEATURE_NAMES])
+_BOUNDS = np.array([LOG_SCALE.get(name, 1.0) for name in FEATURE_NAMES])
 
 
 def footprint(access, extents: dict[str, int]) -> int:
@@ -139,13 +154,67 @@ def tile_features(space, config) -> np.ndarray:
     ], dtype=np.float64)
 
 
+def scaled_features(raw: np.ndarray) -> np.ndarray:
+    """:func:`tile_features` with ``log2(1 + x)`` applied to the unbounded features (:data:`LOG_SCALE`)."""
+    raw = np.asarray(raw, dtype=np.float64)
+    return np.where(_LOG_INDEX, np.log2(1.0 + np.maximum(raw, 0.0)), raw)
+
+
 def normalise(raw: np.ndarray) -> np.ndarray:
-    """Map :func:`tile_features` into [0, 1] (log scales for intensities and ratios)."""
-    oi_l2, oi_l1, l2_fit, l1_fit, reg_reuse, ilp, pressure, *rest = raw
-    scaled = [
-        log2(1 + oi_l2) / 10, log2(1 + oi_l1) / 10,
-        (log2(l2_fit) + 10) / 16, (log2(l1_fit) + 10) / 16,
-        log2(1 + reg_reuse) / 8, log2(1 + ilp) / 8, pressure / 2,
-        *rest,
-    ]
-    return np.clip(np.asarray(scaled, dtype=np.float32), 0.0, 1.0)
+    """:func:`scaled_features` mapped into [0, 1] for observations (clipped at :data:`LOG_SCALE`)."""
+    return np.clip(scaled_features(raw) / _BOUNDS, 0.0, 1.0).astype(np.float32)
+
+
+# -- generic (machine-independent) features ---------------------------------------------
+def _log2(x: float) -> float:
+    return math.log2(x) if x > 0 else 0.0
+
+
+def generic_feature_names(space) -> tuple[str, ...]:
+    """Names of :func:`generic_features` for a ``tiles`` space, in order."""
+    names = []
+    for lp in space.loops:
+        if lp.extent > 1:
+            names += [f"log2_{lp.name}.{level}" for level in range(space.levels[lp.name])]
+    names += ["log2_S0_parallel", "log2_S1", "log2_S2", "log2_S3", "log2_R0", "log2_R1",
+              "log2_S2S3", "log2_S1S2S3", "log2_R1S3", "log2_S2R1S3",
+              "log2_vector_len", "log2_unroll", "cache_write"]
+    return tuple(names)
+
+
+def generic_features(space, config) -> np.ndarray:
+    """Machine-independent schedule features of a ``tiles`` config.
+
+    In order (all logs base 2):
+
+    * ``log2_{loop}.{level}``: every tile size of every loop of extent > 1,
+      outermost level first (4 levels for spatial loops, 2 for reductions);
+    * ``log2_S0_parallel`` ... ``log2_S3``: the product over spatial loops of
+      each level, i.e. the trip count of each spatial band of the ``SSRSRS``
+      nest; ``S0`` is the extent of the fused parallel loop;
+    * ``log2_R0``, ``log2_R1``: the same for the two reduction bands;
+    * ``log2_S2S3``, ``log2_S1S2S3``: spatial iterations below R0 and below
+      S0 (the sizes of the inner blocks);
+    * ``log2_R1S3``, ``log2_S2R1S3``: iterations of the innermost loop bodies
+      (R1 x S3, and S2 x R1 x S3);
+    * ``log2_vector_len``: the innermost tile of the last spatial loop (the
+      vectorised loop);
+    * ``log2_unroll``: ``log2(1 + auto_unroll_max_step)``; ``cache_write``: 0/1.
+
+    Trees split on thresholds, so the logs change nothing for a tree model;
+    products of several tile sizes, on the other hand, are new information for
+    it, hence the per-level products.
+    """
+    out: list[float] = []
+    spatial = [lp.name for lp in space.workload.spatial_loops]
+    reduction = [lp.name for lp in space.workload.reduction_loops]
+    for lp in space.loops:
+        if lp.extent > 1:
+            out += [_log2(t) for t in config[lp.name]]
+    s = [prod(config[n][level] for n in spatial) for level in range(4)]
+    r = [prod(config[n][level] for n in reduction) for level in range(2)]
+    out += [_log2(v) for v in s]
+    out += [_log2(v) for v in r]
+    out += [_log2(s[2] * s[3]), _log2(s[1] * s[2] * s[3]), _log2(r[1] * s[3]), _log2(s[2] * r[1] * s[3])]
+    out += [_log2(config[spatial[-1]][3]), _log2(1 + config["unroll"]), float(config["cache_write"])]
+    return np.asarray(out, dtype=np.float64)

@@ -6,19 +6,17 @@
   tensorgym microkernels show [--threshold T] [--all] [--cache-dir DIR]
         the kept microkernels with their % of the measured peak, grouped by class
 
-Wire it in with ``add_microkernels_parser(subparsers)`` from the main parser.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from .microkernels import DEFAULT_THRESHOLD
+from tensorgym.spaces.microkernel import DEFAULT_THRESHOLD, calibrate, load_catalogue
 
 
-def add_microkernels_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``microkernels`` command (with ``calibrate`` and ``show``) to an argparse subparsers object."""
+def add_parser(subparsers) -> None:
+    """The ``microkernels`` command, with ``calibrate`` and ``show``."""
     parser = subparsers.add_parser("microkernels", help="calibrate or show this machine's microkernel catalogue")
     sub = parser.add_subparsers(dest="microkernels_command", required=True)
 
@@ -35,22 +33,16 @@ def add_microkernels_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_calibrate)
 
-    p = sub.add_parser("show", help="list the kept microkernels by class, with their % of the measured peak")
+    p = sub.add_parser("show", help="list the kept microkernels by class, with their share of the measured peak")
     p.add_argument("--threshold", type=float, default=None, help="override the stored threshold")
     p.add_argument("--all", action="store_true", help="list every measured candidate, kept or not")
     p.add_argument("--cache-dir", default=None, help="catalogue directory")
     p.set_defaults(func=cmd_show)
-    return parser
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .microkernels import calibrate
-
-    try:
-        result = calibrate(quick=args.quick, paper=args.paper, threshold=args.threshold, force=args.force,
-                           cache_dir=args.cache_dir, progress=not args.quiet)
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
+    result = calibrate(quick=args.quick, paper=args.paper, threshold=args.threshold, force=args.force,
+                       cache_dir=args.cache_dir, progress=not args.quiet)
     cat = result.catalogue
     kept = cat.kept()
     if result.reused:
@@ -65,13 +57,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .microkernels import CatalogueMissing, load_catalogue
-
-    try:
-        cat = load_catalogue(cache_dir=args.cache_dir)
-    except CatalogueMissing as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    cat = load_catalogue(cache_dir=args.cache_dir)
     threshold = cat.threshold if args.threshold is None else args.threshold
     print(f"{cat.target_label}: fp32 FMA peak {cat.peak_gflops:.1f} GFLOP/s (measured), {cat.lanes} lanes, "
           f"{cat.registers} vector registers; {cat.mode} catalogue of {len(cat)} candidates")

@@ -40,7 +40,9 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from ..workloads import Conv2d, Matmul, Workload
+import numpy as np
+
+from ...workloads import Conv2d, Matmul, Workload
 
 LAMBDA = "λ"  # the stack entry of a λ-sequence
 REPEAT = "repeat"  # a stack loop that repeats the same work (microkernel benchmarks only)
@@ -111,6 +113,22 @@ def transpose_vectors(rows: list, lanes: int) -> list:
             new[2 * i], new[2 * i + 1] = tirx.Shuffle(pair, lo), tirx.Shuffle(pair, hi)
         rows = new
     return rows
+
+
+def pack_conv2d(wl: Conv2d, lanes: int, data: np.ndarray, kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The packed conv input (NHWC, zero-padded by ``wl.padding``, see :func:`channel_stride`) and weights
+    (``[k/V][r][s][c][V]``, output channels zero-padded to whole vectors) from canonical NCHW/OIHW tensors."""
+    p, fv = wl.padding, vector_blocks(wl.F, lanes)
+    ip = np.zeros((wl.N, wl.H + 2 * p, wl.W + 2 * p, channel_stride(wl.C)), dtype="float32")
+    ip[:, p:p + wl.H, p:p + wl.W, :wl.C] = data.transpose(0, 2, 3, 1)
+    kp = np.zeros((fv * lanes, wl.C, wl.R, wl.S), dtype="float32")
+    kp[:wl.F] = kernel
+    return ip, np.ascontiguousarray(kp.reshape(fv, lanes, wl.C, wl.R, wl.S).transpose(0, 3, 4, 2, 1))
+
+
+def unpack_conv2d(wl: Conv2d, out: np.ndarray) -> np.ndarray:
+    """The canonical NCHW output from the packed NCHWc one ``[n][k/V][h][w][V]`` (padding channels dropped)."""
+    return out.transpose(0, 1, 4, 2, 3).reshape(wl.N, -1, wl.OH, wl.OW)[:, :wl.F]
 
 
 # ---------------------------------------------------------------------------------------------

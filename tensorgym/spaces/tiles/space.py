@@ -32,37 +32,21 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from functools import lru_cache
 from math import prod
 
 import numpy as np
 
-from ..features import FEATURE_NAMES, normalise, tile_features
-from ..target import Target
-from ..workloads import Workload
-from .base import Config, Space, SpaceError
+from ...config import Config
+from ...factors import divisors, factorizations
+from ...target import Target
+from ...workloads import Workload
+from ..base import Space, SpaceError
+from .features import FEATURE_NAMES, generic_feature_names, generic_features, normalise, scaled_features, tile_features
 
 SPATIAL_LEVELS = 4
 REDUCTION_LEVELS = 2
 UNROLL_CHOICES = (0, 16, 64, 512)  # Ansor's CPU auto-unroll max steps
 MAX_INNERMOST = 64  # Ansor's max_innermost_split_factor
-
-
-@lru_cache(maxsize=None)
-def divisors(n: int) -> tuple[int, ...]:
-    return tuple(d for d in range(1, n + 1) if n % d == 0)
-
-
-@lru_cache(maxsize=None)
-def factorizations(n: int, parts: int, max_last: int) -> tuple[tuple[int, ...], ...]:
-    """All ordered ``parts``-tuples of positive ints with product ``n`` and last entry <= max_last."""
-    if parts == 1:
-        return ((n,),) if n <= max_last else ()
-    out = []
-    for d in divisors(n):
-        for rest in factorizations(n // d, parts - 1, max_last):
-            out.append((d, *rest))
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -103,6 +87,7 @@ class TilesSpace(Space):
         coords.append(Coordinate("cache_write", -1, (0, 1)))
         self.coordinates: tuple[Coordinate, ...] = tuple(coords)
         self._knobs = frozenset([lp.name for lp in self.loops] + ["unroll", "cache_write"])
+        self.generic_feature_names = generic_feature_names(self)
 
     def __getstate__(self):
         return {"workload": self.workload, "target": self.target, "unroll_choices": self.unroll_choices,
@@ -223,8 +208,14 @@ class TilesSpace(Space):
     def features(self, config: Config) -> np.ndarray:
         return tile_features(self, config)
 
+    def scaled_features(self, config: Config) -> np.ndarray:
+        return scaled_features(tile_features(self, config))
+
     def normalised_features(self, config: Config) -> np.ndarray:
         return normalise(tile_features(self, config))
+
+    def generic_features(self, config: Config) -> np.ndarray:
+        return generic_features(self, config)
 
     def describe(self, config: Config) -> str:
         parts = [f"{lp.name}={'x'.join(map(str, config[lp.name]))}" for lp in self.loops if lp.extent > 1]

@@ -1,0 +1,144 @@
+"""The compare board: every run's result, and the statistics the tables show (mean and range over seeds).
+
+Per env x agent, the best GFLOP/s after N measurements and after T seconds of
+tuning clock (:meth:`TuningResult.best_at`), the final best, the final best
+re-timed at the end, and the number of measurements needed to reach 95 % of
+the run's own final best; each as the mean and min-max over seeds. The
+vendor libraries are extra rows. :mod:`.render` turns a board into text,
+Markdown, CSV, JSON and plots; :mod:`.compare` fills one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tensorgym.tuner import TuningResult
+
+DEFAULT_TRIAL_POINTS = (16, 32, 64, 128)
+DEFAULT_TIME_POINTS = (60.0, 120.0)
+REACH_FRACTION = 0.95
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean and range of one metric over seeds (``values`` may hold None: not reached)."""
+
+    values: tuple[float | None, ...]
+
+    @property
+    def known(self) -> list[float]:
+        return [v for v in self.values if v is not None]
+
+    @property
+    def mean(self) -> float | None:
+        return float(np.mean(self.known)) if self.known else None
+
+    @property
+    def min(self) -> float | None:
+        return min(self.known) if self.known else None
+
+    @property
+    def max(self) -> float | None:
+        return max(self.known) if self.known else None
+
+    def format(self, digits: int = 1) -> str:
+        if not self.known:
+            return "-"
+        text = f"{self.mean:.{digits}f}"
+        if len(self.values) > 1:
+            text += f" ({self.min:.{digits}f}-{self.max:.{digits}f})"
+        if len(self.known) < len(self.values):
+            text += f" [{len(self.known)}/{len(self.values)}]"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean, "min": self.min, "max": self.max, "values": list(self.values)}
+
+
+def trials_to_fraction(result: TuningResult, fraction: float = REACH_FRACTION) -> int | None:
+    """Measurements the run needed to reach ``fraction`` of its own final best-so-far.
+
+    The same as :meth:`TuningResult.trials_to_reach` for tensorgym's agents;
+    for the MetaSchedule peer, whose ``best_gflops`` is a re-timing, it reads
+    the timeline alone.
+    """
+    if not result.trials:
+        return None
+    final = result.trials[-1].best_gflops
+    for trial in result.trials:
+        if trial.best_gflops >= fraction * final > 0:
+            return trial.index
+    return None
+
+
+@dataclass
+class Leaderboard:
+    """The results of a :func:`compare` run and the table made of them."""
+
+    env_ids: list[str]
+    agents: list[str]
+    seeds: list[int]
+    budget: int | None
+    time_budget: float | None = None
+    trial_points: tuple[int, ...] = DEFAULT_TRIAL_POINTS
+    time_points: tuple[float, ...] = DEFAULT_TIME_POINTS
+    results: dict[tuple[str, str], list[TuningResult]] = field(default_factory=dict)
+    result_files: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    vendor: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # env id -> workload label
+
+    @property
+    def points(self) -> tuple[int, ...]:
+        """The trial points that fit the budget."""
+        if self.budget is None:
+            return tuple(self.trial_points)
+        fitting = tuple(p for p in self.trial_points if p <= self.budget)
+        return fitting or (self.budget,)
+
+    def metric_names(self) -> list[str]:
+        return ([f"@{p}" for p in self.points] + [f"@{seconds_label(t)}" for t in self.time_points]
+                + ["final", "re-timed", f"to{round(REACH_FRACTION * 100)}%"])
+
+    def stats(self, env_id: str, agent: str) -> dict[str, Stat]:
+        runs = self.results.get((env_id, agent), [])
+        out = {f"@{p}": Stat(tuple(r.best_at(trials=p) for r in runs)) for p in self.points}
+        out.update({f"@{seconds_label(t)}": Stat(tuple(r.best_at(seconds=t) for r in runs)) for t in self.time_points})
+        out["final"] = Stat(tuple(r.best_gflops for r in runs))
+        out["re-timed"] = Stat(tuple(r.extra.get("remeasured_gflops") for r in runs))
+        out[f"to{round(REACH_FRACTION * 100)}%"] = Stat(tuple(
+            None if (n := trials_to_fraction(r)) is None else float(n) for r in runs))
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per env x agent, then one per vendor reference: the table as data."""
+        out = []
+        for env_id in self.env_ids:
+            for agent in self.agents:
+                runs = self.results.get((env_id, agent), [])
+                out.append({"env": env_id, "workload": self.labels.get(env_id, ""), "agent": agent,
+                            "seeds": [r.seed for r in runs], "stats": self.stats(env_id, agent)})
+            for ref in self.vendor.get(env_id, []):
+                if ref.get("gflops") is not None:
+                    out.append({"env": env_id, "workload": self.labels.get(env_id, ""),
+                                "agent": f"vendor: {ref['library']} {ref['layout']}", "seeds": [],
+                                "stats": {"final": Stat((ref["gflops"],)),
+                                          "re-timed": Stat((ref.get("remeasured_gflops"),))}})
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "settings": {"env_ids": self.env_ids, "agents": self.agents, "seeds": self.seeds, "budget": self.budget,
+                         "time_budget": self.time_budget, "trial_points": list(self.points),
+                         "time_points": list(self.time_points)},
+            "rows": [{**r, "stats": {k: s.to_json() for k, s in r["stats"].items()}} for r in self.rows()],
+            "vendor": self.vendor, "errors": self.errors,
+            "result_files": {f"{e}/{a}": files for (e, a), files in self.result_files.items()},
+        }
+
+
+def seconds_label(t: float) -> str:
+    return f"{t:g}s"

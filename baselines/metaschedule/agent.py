@@ -1,0 +1,306 @@
+"""TVM MetaSchedule as a peer: its own tuner on the same workload, re-timed by tensorgym's measurer.
+
+:class:`MetaScheduleAgent` (``"metaschedule"``) runs ``tvm.s_tir.meta_schedule``
+the way its users do (``ms.tune_tir``: post-order-apply design space,
+evolutionary search, XGBoost cost model, LocalBuilder/LocalRunner) with the
+same trial budget as tensorgym's agents (``max_trials_global = budget``,
+``num_trials_per_iter = min(64, budget)``), then re-times MetaSchedule's best
+schedules with tensorgym's :class:`~tensorgym.measure.Measurer`, so that its
+numbers are checked against NumPy, timed with tensorgym's protocol and stored
+in the tensorgym database like every other agent's.
+
+**Isolation.** MetaSchedule runs in its own worker process (a
+:class:`~tensorgym.measure.worker.Worker`), never in the process that holds
+the environment: it trains XGBoost and starts popen pools, and a kernel
+timed in the process that trains XGBoost was once 25 % slow
+(shared/notes/tvm_probe.md, B7). That process, and the popen workers it
+starts, get ``TVM_NUM_THREADS`` = the core count, so MetaSchedule times its
+kernels on every core like tensorgym and the vendor libraries do; the
+target carries ``num-cores``. MetaSchedule's logs go to files in its work
+directory; the caller sees a progress bar.
+
+**Import time (B4).** The first import of ``tvm.s_tir.tensor_intrin``
+(which ``TuneContext`` triggers) takes 20-30 s, because each of its ~500
+TVMScript functions calls ``inspect.stack()``, which resolves the module of
+every frame of the stack. The TVMScript parser only reads the frame objects
+and the source line of the first few frames, so
+:func:`install_fast_tvmscript_stack` gives it a stack without module
+resolution (3 s instead of 30 s). It is installed in the MetaSchedule
+process, in its builder/runner popen workers (``initializer=``), and in
+tensorgym's build workers before they regenerate a design space.
+
+**The** ``metaschedule`` **space.** To store MetaSchedule's schedules as
+tensorgym records they need configs: :class:`MetaScheduleSpace` has one
+config per (design space, sampling decisions) of MetaSchedule's design
+spaces for the workload: ``{"space": 1, "k00_tile": [4, 1, 8, 2], ...,
+"k03_par": 32, "k04_cat": 2, "k05_loc": -1}`` where ``tile`` is a
+SamplePerfectTile decision, ``cat`` a SampleCategorical decision (the index
+of the candidate, e.g. of the unroll depth), ``loc`` a SampleComputeLocation
+decision and ``par`` the value of the ``meta_schedule.parallel`` annotation
+(the one non-decision that MetaSchedule's MutateParallel changes).
+``apply`` replays that design space's trace with those decisions and runs
+MetaSchedule's postprocessors. A measured MetaSchedule trace is matched to
+its design space by comparing the simplified traces, and the match is
+checked by structural equality of the scheduled modules before re-timing.
+
+**Budget and results.** MetaSchedule's own trials are the budget. The
+:class:`~tensorgym.tuner.TuningResult`'s timeline is MetaSchedule's own
+measurements in the order their results were known, with MetaSchedule's
+latencies (the mean of its ``run_secs``) and its elapsed wall time, so
+best-at-N-trials and best-at-T-seconds are meaningful; the elapsed time of
+a trial is when its run finished (failed builds: when the batch's builds
+finished). The re-timing of the best ``top_k`` configs is extra, not charged
+to the budget: ``best_gflops`` / ``best_config`` / ``best_latency_*`` are
+the best *re-timed* record (the number to headline), and
+``extra["metaschedule_best_gflops"]`` is MetaSchedule's own best. A
+``time_budget`` stops MetaSchedule after the batch in which it runs out.
+
+**Resume.** Each run works in a directory beside the tensorgym database
+(``<db>.metaschedule/<workload>/seed<S>-budget<B>``); a finished run leaves
+``result.json`` there and a re-run reuses it (the re-timing is then answered
+by the tensorgym database). An interrupted MetaSchedule run is started again
+from scratch: ``tune_tir`` cannot resume a search.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from tensorgym.agents.base import Agent
+from tensorgym.config import Config
+from tensorgym.envs.base import tuning_env
+from tensorgym.evaluator import Evaluator
+from tensorgym.measure.worker import Worker
+from tensorgym.record import Record
+from tensorgym.target import Target
+from tensorgym.text import slug
+from tensorgym.tuner import Trial, TuningCallback, TuningResult, as_callback, check_budget
+from tensorgym.workloads import Workload
+
+from .design import Signature, signature_from_json
+from .space import MetaScheduleSpace
+
+log = logging.getLogger(__name__)
+
+TRIALS_PER_ITER = 64  # MetaSchedule's default batch
+
+
+@dataclass
+class MetaScheduleRun:
+    """What one MetaSchedule tuning job produced (``result.json`` in its work directory)."""
+
+    signature: Signature
+    trials: list[dict[str, Any]]  # elapsed_s, status, latency_s, error, config (JSON or None)
+    tune_s: float
+    top: list[int]  # indices of the trials to re-time (best first, verified)
+    work_dir: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class MetaScheduleAgent(Agent):
+    """TVM MetaSchedule on the env's workload, as a peer of tensorgym's agents (see the module docs).
+
+    Args:
+        work_dir: where MetaSchedule's runs keep their logs, database and
+            results (default: ``<tensorgym db>.metaschedule/``; a temporary
+            directory for an in-memory database).
+        top_k: how many of MetaSchedule's best schedules to re-time.
+        trials_per_iter: MetaSchedule's batch size (capped by the budget).
+        build_timeout, run_timeout: MetaSchedule's builder and runner timeouts (seconds per candidate).
+        timeout: seconds the whole MetaSchedule job may take (default: scaled with budget and workload).
+        reuse: reuse a finished run found in the work directory.
+
+    The agent works in any env of a conv2d or matmul on the local CPU: it
+    ignores the env's search space (MetaSchedule searches its own) but uses
+    its workload, target, database and measurer.
+    """
+
+    name = "metaschedule"
+
+    def __init__(self, work_dir: str | Path | None = None, top_k: int = 3, trials_per_iter: int = TRIALS_PER_ITER,
+                 build_timeout: float = 30.0, run_timeout: float = 30.0, timeout: float | None = None,
+                 reuse: bool = True):
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        if trials_per_iter < 1:
+            raise ValueError(f"trials_per_iter must be >= 1, got {trials_per_iter}")
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.top_k = top_k
+        self.trials_per_iter = trials_per_iter
+        self.build_timeout = build_timeout
+        self.run_timeout = run_timeout
+        self.timeout = timeout
+        self.reuse = reuse
+
+    # -- tune ------------------------------------------------------------------------
+    def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
+             callback: TuningCallback | Sequence[TuningCallback] | None = None) -> TuningResult:
+        """Run MetaSchedule on ``env``'s workload, then re-time its best schedules into ``env``'s database."""
+        check_budget(budget, time_budget)
+        base = tuning_env(env)
+        workload, target = base.workload, base.target
+        if target.kind != "llvm":
+            raise ValueError(f"the metaschedule agent tunes LLVM CPU targets, not {target.kind!r}")
+        started = time.monotonic()
+        callback = as_callback(callback)
+        callback.on_start(f"{self.name} {workload.label}", budget)
+        db_path = getattr(base.database, "path", ":memory:")
+        temporary = None
+        if self.work_dir is not None:
+            root = self.work_dir
+        elif db_path != ":memory:":
+            root = Path(f"{db_path}.metaschedule")
+        else:
+            root = Path(temporary := tempfile.mkdtemp(prefix="tensorgym-metaschedule-"))
+        key = hashlib.sha256(f"{workload.key}|{target.fingerprint}".encode()).hexdigest()[:10]
+        run_name = f"seed{seed}-budget{budget}" + (f"-time{time_budget:g}" if time_budget else "")
+        work_dir = root / f"{slug(workload.label)}-{key}" / run_name
+        try:
+            run = self.run_metaschedule(workload, target, work_dir, budget=budget, time_budget=time_budget,
+                                        seed=seed, on_trial=callback.on_trial)
+            evaluator = Evaluator(MetaScheduleSpace(workload, target, run.signature), base.database,
+                                  base.evaluator.measurer)
+            return self._result(run, evaluator, seed, budget, time_budget, time.monotonic() - started)
+        finally:
+            callback.on_end()
+            if temporary is not None:
+                shutil.rmtree(temporary, ignore_errors=True)
+
+    def run_metaschedule(self, workload: Workload, target: Target, work_dir: str | Path, *, budget: int | None,
+                         time_budget: float | None, seed: int,
+                         on_trial: Callable[[Trial], None] | None = None) -> MetaScheduleRun:
+        """Tune ``workload`` with MetaSchedule in a fresh process (or reuse the finished run in ``work_dir``).
+
+        ``on_trial`` sees MetaSchedule's trials while it runs (with its own timings; no configs).
+        """
+        work_dir = Path(work_dir)
+        done = work_dir / "result.json"
+        if self.reuse and done.exists():
+            try:
+                data = json.loads(done.read_text())
+                log.info("reusing the finished MetaSchedule run in %s", work_dir)
+                run = self._run_from_json(data, work_dir)
+                if on_trial is not None:
+                    for trial in self._timeline(run, workload):
+                        on_trial(trial)
+                return run
+            except (json.JSONDecodeError, KeyError, TypeError):
+                log.warning("ignoring the unreadable %s", done)
+        shutil.rmtree(work_dir, ignore_errors=True)  # an interrupted run cannot be resumed: start again
+        work_dir.mkdir(parents=True)
+        trials = budget if budget is not None else 100_000  # time budget only: MetaSchedule stops on the clock
+        if self.timeout is not None:
+            timeout = self.timeout
+        elif budget is not None:
+            timeout = 600.0 + budget * (5.0 + 20.0 * workload.gflop)
+        else:
+            timeout = 600.0 + 2.0 * time_budget
+        worker = Worker("metaschedule", work_dir, env={"TVM_NUM_THREADS": str(target.num_cores)}, preload=())
+        log.info("MetaSchedule on %s: %s trials, logs in %s", workload.label, budget, work_dir)
+        progress = _Progress(work_dir / "progress.jsonl", on_trial)
+        try:
+            worker.submit("tensorgym.baselines.metaschedule.job:tune_here", workload, target, trials, seed,
+                          str(work_dir), time_budget, self.trials_per_iter, self.build_timeout, self.run_timeout,
+                          self.top_k)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                conn = worker.connection
+                if conn is None or conn.poll(2.0):
+                    break
+                progress.poll()
+            outcome = worker.collect(max(0.0, deadline - time.monotonic()))
+            progress.poll()
+        finally:
+            worker.close()
+        if not outcome.ok:
+            raise RuntimeError(f"MetaSchedule on {workload.label} failed ({outcome.kind}); see "
+                               f"{worker.log_path}: {outcome.error[-1500:]}")
+        data = outcome.value
+        data["budget"], data["time_budget"], data["seed"] = budget, time_budget, seed
+        done.write_text(json.dumps(data))
+        return self._run_from_json(data, work_dir)
+
+    @staticmethod
+    def _run_from_json(data: dict[str, Any], work_dir: Path) -> MetaScheduleRun:
+        info = {k: data[k] for k in ("design_spaces", "unmatched", "mismatched", "tvm") if k in data}
+        return MetaScheduleRun(signature=signature_from_json(data["signature"]), trials=data["trials"],
+                               tune_s=data["tune_s"], top=list(data["top"]), work_dir=str(work_dir), info=info)
+
+    @staticmethod
+    def _timeline(run: MetaScheduleRun, workload: Workload) -> list[Trial]:
+        """MetaSchedule's own trials, in the order their results were known, with its own timings."""
+        trials: list[Trial] = []
+        best = 0.0
+        for number, entry in enumerate(run.trials, start=1):
+            gflops = workload.gflops(entry["latency_s"]) if entry["latency_s"] else None
+            best = max(best, gflops or 0.0)
+            config = Config.from_json(entry["config"]) if entry["config"] else None
+            trials.append(Trial(number, entry["elapsed_s"], config, entry["status"], gflops, best, True))
+        return trials
+
+    def _result(self, run: MetaScheduleRun, evaluator: Evaluator, seed: int, budget: int | None,
+                time_budget: float | None, wall_s: float) -> TuningResult:
+        space = evaluator.space
+        workload = space.workload
+        trials = self._timeline(run, workload)
+        best = trials[-1].best_gflops if trials else 0.0
+        # Re-time MetaSchedule's best schedules with tensorgym's measurer (checked, stored, not charged).
+        configs = [Config.from_json(run.trials[i]["config"]) for i in run.top]
+        records: list[Record] = evaluator.evaluate(configs) if configs else []
+        retimed = [{"config": r.config.to_json(), "status": r.status.value, "gflops": r.gflops,
+                    "latency_s": r.latency_s, "latency_cv": r.latency_cv, "error": r.error[:500],
+                    "metaschedule_gflops": workload.gflops(run.trials[i]["latency_s"])}
+                   for i, r in zip(run.top, records)]
+        ok = [r for r in records if r.ok]
+        top = max(ok, key=lambda r: r.gflops) if ok else None
+        if best > 0 and not ok:
+            log.warning("none of MetaSchedule's best %d schedules of %s ran correctly under tensorgym's measurer",
+                        len(records), workload.label)
+        extra = {
+            "metaschedule_best_gflops": best, "metaschedule_tune_s": run.tune_s, "work_dir": run.work_dir,
+            "log": str(Path(run.work_dir) / "metaschedule.log"), "retimed": retimed,
+            "retimed_best_gflops": top.gflops if top else 0.0, **run.info,
+        }
+        return TuningResult(
+            agent=self.name, workload=workload.label, workload_key=workload.key, space=space.name,
+            target=space.target.fingerprint, seed=seed, budget=budget, time_budget=time_budget, trials=trials,
+            best_config=top.config if top else None, best_gflops=top.gflops if top else 0.0,
+            best_latency_s=top.latency_s if top else None, best_latency_cv=top.latency_cv if top else None,
+            measured=len(trials), reused=0, wall_s=wall_s, extra=extra,
+        )
+
+
+class _Progress:
+    """Reads the trials the MetaSchedule job appends to its progress file, and passes them on."""
+
+    def __init__(self, path: Path, on_trial: Callable[[Trial], None] | None):
+        self.path = path
+        self.on_trial = on_trial
+        self.seen = 0
+
+    def poll(self) -> None:
+        if self.on_trial is None:
+            return
+        try:
+            lines = self.path.read_text().splitlines()
+        except OSError:
+            return
+        for line in lines[self.seen:]:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                break  # a line being written; read it next time
+            self.seen += 1
+            self.on_trial(Trial(entry["index"], entry["elapsed_s"], None, entry["status"], entry["gflops"],
+                                entry["best_gflops"], True))

@@ -1,0 +1,93 @@
+"""The composition root: every search space, environment class and agent, by name.
+
+Each entry is a lazy ``"module:Class"`` reference, imported the first time
+its name is asked for, so listing names imports nothing and optional
+dependencies (Optuna, stable-baselines3, ...) load only for the agents that
+need them. This is the only module of the core that points up to
+``tensorgym.envs``, ``tensorgym.agents`` and ``tensorgym.baselines``; adding a
+space, env or agent means adding one line here (a test checks that each
+entry's class carries the name it is listed under).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from typing import Any
+
+from .errors import UnknownNameError
+
+# Search spaces: name -> class (``Space.name``).
+SPACES: dict[str, str] = {
+    "tiles": "tensorgym.spaces.tiles:TilesSpace",
+    "microkernel": "tensorgym.spaces.microkernel:MicrokernelSpace",
+    "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleSpace",
+}
+
+# Environment classes: the name of the space they work in -> class (``TuningEnv.space_name``).
+ENVS: dict[str, str] = {
+    "tiles": "tensorgym.envs.tile_hop:TileHopEnv",
+    "microkernel": "tensorgym.envs.microkernel_env:MicrokernelEnv",
+}
+
+# Agents: name -> class (``Agent.name``).
+AGENTS: dict[str, str] = {
+    "random": "tensorgym.agents.random_search:RandomAgent",
+    "ga": "tensorgym.agents.ga:GAAgent",
+    "dgd": "tensorgym.agents.dgd:DGDAgent",
+    "optuna": "tensorgym.agents.optuna_agent:OptunaAgent",
+    "random-structured": "tensorgym.agents.random_structured:RandomStructuredAgent",
+    "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",
+}
+
+# kind -> (registry, what its names are called in messages)
+_KINDS = {"space": (SPACES, "space"), "env": (ENVS, "space with an environment"), "agent": (AGENTS, "agent")}
+
+
+def load(entry: str) -> Any:
+    """Import ``"module:Class"`` and return the class (Python caches the module)."""
+    module, _, attr = entry.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def lookup(kind: str, name: str) -> Any:
+    """The class listed as ``name`` under ``kind`` (``"space"``, ``"env"``: by space name, ``"agent"``)."""
+    registry, what = _KINDS[kind]
+    if not isinstance(name, str) or name not in registry:
+        close = difflib.get_close_matches(str(name), registry, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownNameError(f"unknown {kind if kind != 'env' else 'space'} {name!r}{hint}; {what}s: "
+                               f"{', '.join(sorted(registry))}")
+    return load(registry[name])
+
+
+def space_class(name: str) -> type:
+    return lookup("space", name)
+
+
+def env_class(space: str) -> type:
+    """The environment class that works in the space named ``space``."""
+    return lookup("env", space)
+
+
+def agent_class(name: str) -> type:
+    return lookup("agent", name)
+
+
+def make_space(name: str, workload, target, **options: Any):
+    """The space named ``name`` over ``workload`` on ``target``."""
+    return space_class(name)(workload, target, **options)
+
+
+def make_agent(name: str, **options: Any):
+    """The agent named ``name``, built with ``options`` (its constructor's keyword arguments)."""
+    from .errors import InvalidArgumentError
+
+    cls = agent_class(name)
+    accepted = inspect.signature(cls).parameters
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise InvalidArgumentError(f"agent {name!r} takes no option {', '.join(unknown)}; "
+                                   f"its options: {', '.join(accepted) or 'none'}")
+    return cls(**options)

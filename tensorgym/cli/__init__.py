@@ -1,0 +1,72 @@
+"""The ``tensorgym`` command line: one module per subcommand.
+
+  tensorgym list [--suite NAME]                 every registered environment, its shape and GFLOP count
+  tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] [--shape M=..,N=..,K=..] ...
+                                                tune one env; re-running with the same --db resumes
+  tensorgym compare ENV_ID [ENV_ID ...] --agents random,ga,dgd --budget N --seeds S
+                                                every agent on every env, one run: table, CSV/JSON, PNG
+  tensorgym show [PATH]                         the best record per workload in a database
+  tensorgym microkernels calibrate [--quick]    measure this machine's microkernel catalogue (once)
+  tensorgym microkernels show                   the kept microkernels and their share of the measured peak
+
+Every error a user can cause (a :class:`~tensorgym.errors.TensorgymError`, a file
+that cannot be read or written, a database error) is printed as one line on
+stderr and the command exits with code 2; ``-v`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sqlite3
+import sys
+import traceback
+from collections.abc import Sequence
+
+from tensorgym.errors import TensorgymError
+
+from . import compare, list_envs, microkernels, show, tune
+
+COMMANDS = (list_envs, tune, compare, show, microkernels)
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tensorgym", description="Tune tensor kernels as Gymnasium environments.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details; tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except (TensorgymError, OSError, sqlite3.Error) as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted: every finished measurement is in the database; run the same command again to resume",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def one_line(exc: BaseException) -> str:
+    """The exception's message on one line (OSErrors name the file)."""
+    if isinstance(exc, OSError) and not isinstance(exc, TensorgymError) and exc.strerror:
+        text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

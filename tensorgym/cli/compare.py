@@ -1,0 +1,61 @@
+"""``tensorgym compare ENV_ID ...``: several agents on several envs in one run; table, files and plots."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS
+from tensorgym.baselines.compare import DEFAULT_AGENTS, compare
+from tensorgym.baselines.render import caption, text_table
+from tensorgym.database import default_path
+
+from .args import float_list, int_list, seed_list
+from .shapes import parse_shape
+
+
+def add_parser(subparsers) -> None:
+    """Define ``tensorgym compare`` on the CLI's subparsers; returns the parser."""
+    p = subparsers.add_parser("compare", help="run several agents on several envs and tabulate them",
+                              description="Run every agent on every env with the same measurement budget, one "
+                                          "after the other, into one database; print the table and write "
+                                          "CSV/JSON/Markdown and PNG plots. Re-running resumes.")
+    p.add_argument("env_ids", nargs="+", metavar="ENV_ID", help="e.g. Conv2d-ResNet-R5-v0 Matmul-BERT-M3-v0")
+    p.add_argument("--shape", help="shape of the parametric ids tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, "
+                                   "e.g. M=512,N=768,K=3072")
+    p.add_argument("--agents", default=",".join(DEFAULT_AGENTS),
+                   help=f"comma-separated agent names (default: {','.join(DEFAULT_AGENTS)})")
+    p.add_argument("--budget", type=int, default=128, help="measurements per run (default: 128)")
+    p.add_argument("--time-budget", type=float, default=None, help="seconds of tuning clock per run (default: none)")
+    p.add_argument("--seeds", type=seed_list, default=3, help="number of seeds, or a list like 0,1,2 (default: 3)")
+    p.add_argument("--db", default=None, help=f"SQLite database all runs share (default: $TENSORGYM_DB or "
+                                              f"{default_path()})")
+    p.add_argument("--out", default="compare-results", help="output directory (default: compare-results)")
+    p.add_argument("--trial-points", type=int_list, default=DEFAULT_TRIAL_POINTS,
+                   help="measurement counts the table reads (default: 16,32,64,128)")
+    p.add_argument("--time-points", type=float_list, default=DEFAULT_TIME_POINTS,
+                   help="seconds of tuning clock the table reads (default: 60,120)")
+    p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor libraries")
+    p.add_argument("--remeasure", type=int, default=3,
+                   help="rounds of re-timing every run's best config and the vendors at the end (default: 3)")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    shape = parse_shape(args.shape) or None
+    db = args.db if args.db is not None else default_path()
+    print(f"database: {db}", file=sys.stderr)
+    board = compare(args.env_ids, args.agents, budget=args.budget, seeds=args.seeds, db=db,
+                    time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
+                    time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
+                    progress=not args.quiet, remeasure=args.remeasure, shape=shape)
+    print()
+    print(text_table(board))
+    print(f"\n{caption(board)}")
+    for error in board.errors:
+        print(f"FAILED: {error['agent']} on {error['env']} (seed {error['seed']}): {error['error'].splitlines()[0]}")
+    print(f"written to {Path(args.out).resolve()} (compare.csv, compare.json, compare.md, results/, plots/)")
+    return 1 if board.errors else 0

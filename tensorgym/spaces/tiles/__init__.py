@@ -1,0 +1,5 @@
+"""The ``tiles`` space: Ansor-style multi-level tiling (seed 000), its features and hop neighbourhoods."""
+
+from .space import MAX_INNERMOST, REDUCTION_LEVELS, SPATIAL_LEVELS, UNROLL_CHOICES, Coordinate, TilesSpace
+
+__all__ = ["MAX_INNERMOST", "REDUCTION_LEVELS", "SPATIAL_LEVELS", "UNROLL_CHOICES", "Coordinate", "TilesSpace"]
