@@ -115,3 +115,35 @@ def test_compare_network_writes_its_files_and_reuses_finished_runs(tmp_path, cap
     measured = len(synthetic.measured)
     assert main(args) == 0  # finished runs are reused: nothing runs again
     assert len(synthetic.measured) == measured
+
+
+@pytest.mark.slow
+def test_tune_network_on_real_kernels_beside_pytorch(tmp_path, capsys, network_file):
+    db = str(tmp_path / "real.db")
+    args = ["tune-network", network_file, "--budget", "12", "--db", db, "-q", "--json", str(tmp_path / "run.json")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "12 trials (12 measured now, 0 from" in out and "PyTorch (torch" in out
+    saved = json.loads((tmp_path / "run.json").read_text())
+    assert saved["estimate_s"] > 0 and saved["extra"]["vendor"]["estimate_s"] > 0
+    assert all(t["best_latency_s"] for t in saved["tasks"] if t["weight"] > 0)
+    assert main([*args[:-2], "--no-vendor"]) == 0
+    assert "12 trials (0 measured now, 12 from" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_metaschedule_network_tuner_on_real_kernels(tmp_path, capsys, network_file):
+    """MetaSchedule's tune_tasks with the same budget; its winners are re-timed into the database."""
+    from tensorgym.database import Database
+    from tensorgym.envs.network_env import NetworkEnv
+    from tensorgym.catalog import make_scheduler
+
+    db = Database(tmp_path / "ms.db")
+    env = NetworkEnv(network_file, db=db)
+    result = make_scheduler("metaschedule").tune(env, budget=8, seed=0)
+    assert len(result.trials) == 8 and {t.task for t in result.trials} == {0, 1}
+    assert result.tasks[2].trials == 0 and result.estimate_s and result.extra["metaschedule_estimate_s"]
+    assert len(db.records(space="metaschedule")) >= 2  # re-timed winners stored as records
+    again = make_scheduler("metaschedule").tune(env, budget=8, seed=0)  # the finished run is reused
+    assert again.estimate_s == result.estimate_s
+    env.close()
