@@ -72,7 +72,7 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from tensorgym.candidate_sampling import probability_sample
-from tensorgym.catalog import agent_class, make_agent, make_space
+from tensorgym.catalog import agent_class, make_agent, make_space, space_class
 from tensorgym.database import Database, default_path
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.evaluator import Evaluator
@@ -165,6 +165,11 @@ class NetworkEnv(gym.Env):
         self.agent_options = dict(agent_options or {})
         if backend == "tvm":
             make_agent(self.agent_name, **self.agent_options).check_space(space)  # fails early, with a message
+        supported = getattr(space_class(space), "supported_dtypes", None)  # spaces that declare their dtypes
+        unsupported = sorted({t.workload.dtype for t in self.network.tasks} - set(supported or ()))
+        if supported is not None and unsupported:
+            raise InvalidArgumentError(f"the {space!r} space schedules {', '.join(supported)}, not "
+                                       f"{', '.join(unsupported)}; choose another --space or --dtype")
         self.spaces: list[Space] = [make_space(space, task.workload, self.target, **space_options)
                                     for task in self.network.tasks]
         self.measure_per_round = measure_per_round

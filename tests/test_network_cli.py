@@ -98,7 +98,8 @@ def test_an_interrupted_tune_network_resumes_and_measures_nothing_twice(tmp_path
 def test_compare_network_writes_its_files_and_reuses_finished_runs(tmp_path, capsys, network_file, synthetic):
     out = tmp_path / "cmp"
     args = ["compare-network", network_file, "--schedulers", "round-robin,gradient,dual-task", "--budget", "48",
-            "--seeds", "2", "--db", str(tmp_path / "runs.db"), "--out", str(out), "--no-vendor", "-q"]
+            "--seeds", "2", "--db", str(tmp_path / "runs.db"), "--out", str(out), "--no-vendor", "-q",
+            "--agent", "random"]
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "to-RR" in text and "%RR" in text and "@48" in text and "dual-task" in text
@@ -147,3 +148,9 @@ def test_metaschedule_network_tuner_on_real_kernels(tmp_path, capsys, network_fi
     again = make_scheduler("metaschedule").tune(env, budget=8, seed=0)  # the finished run is reused
     assert again.estimate_s == result.estimate_s
     env.close()
+
+
+def test_list_shows_the_network_envs(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "Network-ResNet18-v0  ResNet-18  11 of 12" in out and "C2 x0" in out and "Network-BERTbase-v0" in out

@@ -119,7 +119,7 @@ def test_the_replay_backend_replays_what_the_database_holds(tmp_path):
     assert terminated
 
 
-def test_bad_arguments_are_refused():
+def test_bad_arguments_are_refused(monkeypatch):
     with pytest.raises(InvalidArgumentError, match="replay"):
         NetworkEnv(TOY, db=":memory:", backend="replay", measurer=SyntheticMeasurer())
     with pytest.raises(InvalidArgumentError, match="backend"):
@@ -128,6 +128,12 @@ def test_bad_arguments_are_refused():
         NetworkEnv(TOY, db=":memory:", kappa=0)
     with pytest.raises(InvalidArgumentError, match="max_tasks"):
         NetworkEnv(TOY, db=":memory:", max_tasks=2)
+    with monkeypatch.context() as patch:  # a space that declares the dtypes it schedules
+        from tensorgym.spaces import TilesSpace
+
+        patch.setattr(TilesSpace, "supported_dtypes", ("int8",), raising=False)
+        with pytest.raises(InvalidArgumentError, match="schedules int8, not float32"):
+            NetworkEnv(TOY, db=":memory:")
     env = _env()
     with pytest.raises(gym.error.ResetNeeded):
         env.step(0)
