@@ -104,11 +104,10 @@ def main(argv: list[str] | None = None) -> int:
             if name == "dual-task":
                 line += f" (target <= {TARGET_SHARE_OF_RR:.0f} %)"
         print(line)
-    dual, gradient = board.stats("dual-task") if "dual-task" in board.schedulers else None, \
-        board.stats("gradient") if "gradient" in board.schedulers else None
-    if dual and gradient and dual["final"].mean and gradient["final"].mean:
-        over_ansor = gradient["final"].mean / dual["final"].mean
-        over_torch = vendor / (dual["final"].mean / 1e3) if vendor else None
+    finals = {name: board.stats(name)["final"].mean for name in ("dual-task", "gradient") if name in board.schedulers}
+    if finals.get("dual-task") and finals.get("gradient"):
+        over_ansor = finals["gradient"] / finals["dual-task"]
+        over_torch = vendor / (finals["dual-task"] / 1e3) if vendor else None
         print(f"\ndual-task vs seed 002's claims (AVX-512 CPU, mapping space + scheduler): "
               f"{over_ansor:.2f}x over the gradient scheduler (claim {SEED_002_CLAIMS['over Ansor']}x over Ansor)"
               + (f", {over_torch:.2f}x over PyTorch (claim {SEED_002_CLAIMS['over PyTorch']}x)" if over_torch else ""))

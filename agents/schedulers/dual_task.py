@@ -13,8 +13,9 @@ Two levels:
      (a candidate without a correct kernel has ``P = 0``);
    * ``P'(k) ~ (1 + beta) P(k)`` for the candidates that were *not* tuned in
      the round just run (dropped last time), ``P(k)`` for the others,
-     normalised: the exploration boost that lets a dropped candidate come
-     back once the kept ones stop improving;
+     normalised: the exploration boost, by which a dropped candidate whose
+     best latency is within a factor ``1 + beta`` of a kept one's takes its
+     place (and, being tuned again, loses the boost next time);
    * keep the top ``ceil(kappa * |R|)`` candidates by ``P'`` (``R``: the
      task's live candidates; ties to the lower index).
 
@@ -51,6 +52,7 @@ from tensorgym.network_result import RoundLog
 from tensorgym.network_tuning import NetworkTuner
 
 from .gradient import GradientScheduler
+
 
 class DualTaskScheduler(GradientScheduler):
     """GTA's dual-task scheduler (see the module docs).
