@@ -79,11 +79,6 @@ def make_matmul_env(**kwargs: Any) -> TuningEnv:
 NETWORK_ID = "tensorgym/Network-v0"  # the network env over a network of your own (network=...)
 
 
-def network_env_ids() -> list[str]:
-    """The ids of the network envs: one per built-in network, then the one for your own networks."""
-    return [*(net.env_id for net in NETWORKS.values()), NETWORK_ID]
-
-
 def register_envs() -> None:
     for env_id, workload in all_suite_workloads().items():
         if env_id not in gym.registry:
