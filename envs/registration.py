@@ -3,7 +3,11 @@
 * ``{Op}-{Suite}-{Layer}-v0`` for every suite layer, e.g. ``Conv2d-ResNet-R5-v0``,
   ``Conv2d-YOLO-Y9-v0``, ``Matmul-BERT-M3-v0``, ``Conv2d-ResNet18-C4-v0``;
 * ``tensorgym/Conv2d-v0`` and ``tensorgym/Matmul-v0`` for shapes of your own:
-  ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``.
+  ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``;
+* ``Network-{name}-v0`` for every built-in network (:mod:`tensorgym.networks`), e.g.
+  ``Network-ResNet18-v0``, and ``tensorgym/Network-v0`` with ``network=`` a network of your
+  own: the network env (:mod:`.network_env`), which takes ``space=``, ``dtype=`` and its own
+  keywords.
 
 Every id takes the env keyword arguments: ``space=`` (a space that has an env class in
 :mod:`tensorgym.catalog`: ``"tiles"``, the tile-hop env, or ``"microkernel"``, the
@@ -25,6 +29,7 @@ import gymnasium as gym
 
 from tensorgym.catalog import env_class
 from tensorgym.errors import InvalidArgumentError, UnknownNameError
+from tensorgym.networks import NETWORKS
 from tensorgym.suites import all_suite_workloads
 from tensorgym.workloads import Workload, conv2d, matmul
 
@@ -71,6 +76,9 @@ def make_matmul_env(**kwargs: Any) -> TuningEnv:
     return make_env(workload_of("tensorgym/Matmul-v0", shape), **rest)
 
 
+NETWORK_ID = "tensorgym/Network-v0"  # the network env over a network of your own (network=...)
+
+
 def register_envs() -> None:
     for env_id, workload in all_suite_workloads().items():
         if env_id not in gym.registry:
@@ -79,6 +87,12 @@ def register_envs() -> None:
         gym.register(id="tensorgym/Conv2d-v0", entry_point="tensorgym.envs.registration:make_conv2d_env")
     if "tensorgym/Matmul-v0" not in gym.registry:
         gym.register(id="tensorgym/Matmul-v0", entry_point="tensorgym.envs.registration:make_matmul_env")
+    for net in NETWORKS.values():
+        if net.env_id not in gym.registry:
+            gym.register(id=net.env_id, entry_point="tensorgym.envs.network_env:make_network_env",
+                         kwargs={"network": net.name})
+    if NETWORK_ID not in gym.registry:
+        gym.register(id=NETWORK_ID, entry_point="tensorgym.envs.network_env:make_network_env")
 
 
 def env_ids() -> list[str]:

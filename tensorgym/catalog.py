@@ -5,8 +5,12 @@ its name is asked for, so listing names imports nothing and optional
 dependencies (Optuna, stable-baselines3, ...) load only for the agents that
 need them. This is the only module of the core that points up to
 ``tensorgym.envs``, ``tensorgym.agents`` and ``tensorgym.baselines``; adding a
-space, env or agent means adding one line here (a test checks that each
-entry's class carries the name it is listed under).
+space, env, agent or task scheduler means adding one line here (a test checks
+that each entry's class carries the name it is listed under).
+
+The network env (:mod:`tensorgym.envs.network_env`) is not in ``ENVS``: that
+registry maps a search space to its single-workload env, and a network env
+works over any space; its Gymnasium ids are registered with the others.
 """
 
 from __future__ import annotations
@@ -41,8 +45,18 @@ AGENTS: dict[str, str] = {
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",
 }
 
+# Task schedulers of networks: name -> class (``name`` attribute); ``tune(network_env, budget, ...)``.
+SCHEDULERS: dict[str, str] = {
+    "round-robin": "tensorgym.agents.schedulers.round_robin:RoundRobinScheduler",
+    "gradient": "tensorgym.agents.schedulers.gradient:GradientScheduler",
+    "metaschedule-gradient": "tensorgym.agents.schedulers.metaschedule_gradient:MetaScheduleGradientScheduler",
+    "dual-task": "tensorgym.agents.schedulers.dual_task:DualTaskScheduler",
+    "metaschedule": "tensorgym.baselines.metaschedule.network:MetaScheduleNetworkTuner",
+}
+
 # kind -> (registry, what its names are called in messages)
-_KINDS = {"space": (SPACES, "space"), "env": (ENVS, "space with an environment"), "agent": (AGENTS, "agent")}
+_KINDS = {"space": (SPACES, "space"), "env": (ENVS, "space with an environment"), "agent": (AGENTS, "agent"),
+          "scheduler": (SCHEDULERS, "scheduler")}
 
 
 def load(entry: str) -> Any:
@@ -75,6 +89,10 @@ def agent_class(name: str) -> type:
     return lookup("agent", name)
 
 
+def scheduler_class(name: str) -> type:
+    return lookup("scheduler", name)
+
+
 def make_space(name: str, workload, target, **options: Any):
     """The space named ``name`` over ``workload`` on ``target``."""
     return space_class(name)(workload, target, **options)
@@ -82,12 +100,20 @@ def make_space(name: str, workload, target, **options: Any):
 
 def make_agent(name: str, **options: Any):
     """The agent named ``name``, built with ``options`` (its constructor's keyword arguments)."""
+    return _build("agent", agent_class(name), name, options)
+
+
+def make_scheduler(name: str, **options: Any):
+    """The task scheduler named ``name``, built with ``options`` (its constructor's keyword arguments)."""
+    return _build("scheduler", scheduler_class(name), name, options)
+
+
+def _build(kind: str, cls: type, name: str, options: dict[str, Any]):
     from .errors import InvalidArgumentError
 
-    cls = agent_class(name)
     accepted = inspect.signature(cls).parameters
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise InvalidArgumentError(f"agent {name!r} takes no option {', '.join(unknown)}; "
+        raise InvalidArgumentError(f"{kind} {name!r} takes no option {', '.join(unknown)}; "
                                    f"its options: {', '.join(accepted) or 'none'}")
     return cls(**options)

@@ -103,3 +103,66 @@ def run_search(agent, tuner: Tuner, seed: int = 0):
     """``agent.tune`` without an env: search ``tuner`` with the agent and return the TuningResult."""
     extra = agent.search(tuner, np.random.default_rng(seed), seed) or {}
     return tuner.result(agent.name, seed, **extra)
+
+
+def synthetic_gflops(space: Space, config: Config) -> float:
+    """A deterministic landscape over any tiles config: GFLOP/s from a hash of the config (1..100)."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{space.workload.key}|{config.key}".encode()).digest()
+    return 1.0 + 99.0 * int.from_bytes(digest[:4], "little") / 2**32
+
+
+class SyntheticMeasurer:
+    """A stand-in for :class:`tensorgym.measure.Measurer` (``measure(space, configs, on_record=...)``)
+    whose records come from ``perf(space, config)`` GFLOP/s (``None``: a failed build).
+
+    Use it with a real :class:`~tensorgym.database.Database` and
+    :class:`~tensorgym.evaluator.Evaluator` to test what is stored and reused.
+    ``measured`` lists every (workload key, config) it was asked to measure.
+    """
+
+    def __init__(self, perf: Callable[[Space, Config], float | None] = synthetic_gflops):
+        self.perf = perf
+        self.measured: list[tuple[str, Config]] = []
+
+    def measure(self, space: Space, configs: Sequence[Config], *, check: bool = True,
+                on_record: Callable[[Record], None] | None = None) -> list[Record]:
+        records = []
+        wl = space.workload
+        for config in configs:
+            self.measured.append((wl.key, config))
+            gflops = self.perf(space, config)
+            if gflops is None:
+                record = Record(wl.key, space.target.fingerprint, space.name, config, Status.BUILD_ERROR,
+                                error="synthetic failure", wall_s=0.01)
+            else:
+                latency = wl.flops / (gflops * 1e9)
+                record = Record(wl.key, space.target.fingerprint, space.name, config, Status.OK, latency_s=latency,
+                                latency_cv=0.0, samples=(latency,), number=1, gflops=gflops, wall_s=0.01)
+            if on_record is not None:
+                on_record(record)
+            records.append(record)
+        return records
+
+    def close(self) -> None:
+        pass
+
+
+class CandidateTilesSpace(TilesSpace):
+    """A tiles space with one mapping candidate per ``unroll`` choice, for scheduler tests.
+
+    ``restricted(k)`` is the tiles space whose only unroll choice is the k-th: the same name, and its
+    configs are configs of this space, so records are shared, as the candidate contract asks.
+    """
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        return tuple(f"unroll{u}" for u in self.unroll_choices)
+
+    def candidate_of(self, config: Config) -> int:
+        return self.unroll_choices.index(config["unroll"])
+
+    def restricted(self, candidate: int) -> TilesSpace:
+        return TilesSpace(self.workload, self.target, unroll_choices=(self.unroll_choices[candidate],),
+                          max_innermost=self.max_innermost)

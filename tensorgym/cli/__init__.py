@@ -5,6 +5,10 @@
                                                 tune one env; re-running with the same --db resumes
   tensorgym compare ENV_ID [ENV_ID ...] --agents random,ga,dgd --budget N --seeds S
                                                 every agent on every env, one run: table, CSV/JSON, PNG
+  tensorgym tune-network NETWORK [--scheduler dual-task] [--space tiles] [--budget N] [--db PATH] ...
+                                                tune a network's layers under one budget; resumes from --db
+  tensorgym compare-network NETWORK --schedulers round-robin,gradient,dual-task --budget N --seeds S
+                                                several task schedulers on one network: table, CSV/JSON, PNG
   tensorgym show [PATH]                         the best record per workload in a database
   tensorgym microkernels calibrate [--quick]    measure this machine's microkernel catalogue (once)
   tensorgym microkernels show                   the kept microkernels and their share of the measured peak
@@ -25,9 +29,9 @@ from collections.abc import Sequence
 
 from tensorgym.errors import TensorgymError
 
-from . import compare, list_envs, microkernels, show, tune
+from . import compare, compare_network, list_envs, microkernels, show, tune, tune_network
 
-COMMANDS = (list_envs, tune, compare, show, microkernels)
+COMMANDS = (list_envs, tune, compare, tune_network, compare_network, show, microkernels)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -1,10 +1,11 @@
-"""``tensorgym list``: every registered environment id, its shape and GFLOP count."""
+"""``tensorgym list``: every registered environment id, its shape and GFLOP count; the network envs."""
 
 from __future__ import annotations
 
 import argparse
 
 from tensorgym.errors import UnknownNameError
+from tensorgym.networks import NETWORKS
 from tensorgym.suites import SUITES, env_id
 from tensorgym.text import format_table
 
@@ -28,4 +29,13 @@ def run(args: argparse.Namespace) -> int:
     print("\nCustom shapes: gym.make('tensorgym/Conv2d-v0', C=.., H=.., F=.., R=..) or "
           "gym.make('tensorgym/Matmul-v0', M=.., N=.., K=..); on the command line "
           "`tensorgym tune tensorgym/Matmul-v0 --shape M=..,N=..,K=..`")
+    if not args.suite:
+        networks = [(net.env_id, net.name, f"{len(net.live_tasks)} of {len(net.tasks)}",
+                     ", ".join(f"{t.workload.name} x{t.weight:g}" for t in net.tasks), f"{net.gflop:.4g}")
+                    for net in NETWORKS.values()]
+        print()
+        print(format_table(networks, ("network env id", "network", "layers tuned", "layer x count",
+                                      "GFLOP (weighted)")))
+        print("\nNetworks of your own: gym.make('tensorgym/Network-v0', network=...) or `tensorgym tune-network "
+              "FILE.json` (layers and counts)")
     return 0
