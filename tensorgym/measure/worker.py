@@ -5,7 +5,10 @@ A :class:`Worker` is a child Python process that runs functions sent to it
 If the child segfaults, the call reports a crash; if it does not answer in
 time, the child is killed and the call reports a timeout. Either way the
 caller gets an :class:`Outcome`, never an exception, and the next call starts
-a fresh child.
+a fresh child. A call's time limit starts when the child is ready (its
+imports done, which takes seconds on a busy machine), so a slow start-up is
+never mistaken for a hanging kernel; the start-up has its own generous limit
+(``startup_timeout``).
 
 Children are started with ``subprocess`` (``python -c <bootstrap>``), not
 ``multiprocessing``: they never re-import the user's ``__main__``, so scripts
@@ -67,8 +70,9 @@ class Worker:
     """One restartable child process. Not thread-safe; one call at a time."""
 
     def __init__(self, name: str, log_dir: str | Path, *, env: dict[str, str] | None = None,
-                 block_torch: bool = True, preload: Sequence[str] = ("tvm",)):
+                 block_torch: bool = True, preload: Sequence[str] = ("tvm",), startup_timeout: float = 300.0):
         self.name = name
+        self.startup_timeout = startup_timeout
         self.log_path = Path(log_dir) / f"{name}.log"
         self.env = dict(env or {})
         self.block_torch = block_torch
@@ -77,6 +81,7 @@ class Worker:
         self._conn: Connection | None = None
         self._t0 = 0.0
         self._send_failed = False
+        self._ready = False
         self.restarts = 0
 
     # -- lifecycle ---------------------------------------------------------
@@ -85,9 +90,11 @@ class Worker:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> None:
+        """Launch the child (without waiting for its imports: several workers then start together)."""
         if self.alive:
             return
         self._cleanup()
+        self._ready = False
         parent_sock, child_sock = socket.socketpair()
         env = {**os.environ, **self.env,
                "TENSORGYM_WORKER_SYS_PATH": json.dumps([p for p in sys.path if isinstance(p, str)]),
@@ -127,11 +134,29 @@ class Worker:
         self._conn = None
         self._proc = None
 
+    def _await_ready(self) -> bool:
+        """Wait for the child's "ready" message (sent once its imports are done); False if it died or hung."""
+        if self._ready:
+            return True
+        try:
+            if self._conn.poll(self.startup_timeout):
+                self._ready = self._conn.recv() == ("ready", None)
+        except (OSError, EOFError):
+            self._ready = False
+        if not self._ready:
+            log.warning("worker %s did not start within %.0f s; see %s", self.name, self.startup_timeout,
+                        self.log_path)
+        return self._ready
+
     # -- calls ---------------------------------------------------------------
     def submit(self, function: str, *args: Any, **kwargs: Any) -> None:
-        """Send a call without waiting; collect it with :meth:`collect`."""
+        """Send a call without waiting; collect it with :meth:`collect`. Its time limit starts now."""
         self.start()
+        ready = self._await_ready()
         self._t0 = time.monotonic()
+        if not ready:
+            self._send_failed = True  # reported as a crash, with the child's log
+            return
         try:
             self._conn.send((function, args, kwargs))
             self._send_failed = False
@@ -230,6 +255,10 @@ def serve(fd: int) -> None:
     conn = Connection(fd)
     for module in filter(None, os.environ.get("TENSORGYM_WORKER_PRELOAD", "").split(",")):
         importlib.import_module(module)
+    try:
+        conn.send(("ready", None))
+    except (OSError, EOFError):
+        return
     while True:
         try:
             message = conn.recv()
