@@ -10,13 +10,16 @@ measurer.
 
 from __future__ import annotations
 
+import time
+import zlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from tensorgym.measure import Measurer
 from tensorgym.record import Record, Status
 from tensorgym.spaces import Config, Space, TilesSpace
-from tensorgym.target import local_cpu
+from tensorgym.target import local_cpu, resolve_target
 from tensorgym.tuner import Tuner
 from tensorgym.workloads import matmul
 
@@ -103,3 +106,40 @@ def run_search(agent, tuner: Tuner, seed: int = 0):
     """``agent.tune`` without an env: search ``tuner`` with the agent and return the TuningResult."""
     extra = agent.search(tuner, np.random.default_rng(seed), seed) or {}
     return tuner.result(agent.name, seed, **extra)
+
+
+
+class SyntheticMeasurer(Measurer):
+    """A :class:`~tensorgym.measure.Measurer` that compiles nothing and starts no process: every
+    config "runs" at a GFLOP/s derived from its key. For tests of the layers above measuring (envs,
+    the command line, fuzzing) that must not spend minutes compiling."""
+
+    def __init__(self, target=None, **_ignored):
+        self.target = resolve_target(target)
+        self.kernels_built = self.kernels_run = 0
+        self.faults = {}
+
+    def close(self) -> None:
+        pass
+
+    def __del__(self):
+        pass
+
+    @property
+    def runner_restarts(self) -> int:
+        return 0
+
+    def measure_pairs(self, kernels, *, check=True, on_record=None):
+        records = []
+        for space, config in kernels:
+            wl = space.workload
+            gflops = 1.0 + zlib.crc32(config.key.encode()) % 1000 / 10.0
+            latency = wl.flops / (gflops * 1e9)
+            records.append(Record(wl.key, self.target.fingerprint, space.name, config, Status.OK,
+                                  latency_s=latency, latency_cv=0.0, samples=(latency,), number=1, gflops=gflops,
+                                  wall_s=0.001, created=time.time()))
+            self.kernels_built += 1
+            self.kernels_run += 1
+            if on_record is not None:
+                on_record(records[-1])
+        return records
