@@ -14,6 +14,7 @@ of a (workload, target, space), which cost models and replay backends use.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -121,7 +122,9 @@ class Database:
             path is an error, never a temporary database).
         readonly: open an existing database for reading only, without taking any lock or writing
             anything: what ``tensorgym show`` and replaying environments do, so that a database on
-            read-only media (a read-only mount, directory or file) can be read.
+            read-only media (a read-only mount, directory or file) can be read. A database no
+            other process has open is read as a snapshot (SQLite's ``immutable``: no ``-wal`` or
+            ``-shm`` file is made beside it); one being written is read as it is written.
 
     Opening refuses, without changing the file, what is not a tensorgym database: another
     application's SQLite file, a file that is not SQLite, a future or malformed schema version.
@@ -180,13 +183,17 @@ class Database:
             raise DatabaseError(f"{path} is a directory; name a database file, e.g. {path / 'records.db'}")
         if not path.exists():
             raise DatabaseError(f"{path} does not exist")
-        if not os.access(path, os.R_OK):
+        if not _can_open(path, os.O_RDONLY):
             raise DatabaseError(f"cannot read {path}: no permission (mode {_mode(path)}, owner uid "
                                 f"{path.stat().st_uid})")
-        # mode=ro takes no write lock; a WAL database also needs its -shm file, which cannot be
-        # created on read-only media: then the file is read as immutable (nobody can write it there).
+        # A database no process has open (no -wal file: the last one to close it checkpointed
+        # everything into the file) is read as an immutable snapshot: SQLite then creates no -wal
+        # and -shm files, so read-only media work and a refused file is left exactly as it was.
+        # One being written is read like any WAL reader (mode=ro), or, where its -shm cannot be
+        # made (read-only media with a leftover -wal), as immutable too.
+        live = Path(f"{path}-wal").exists()
         last: Exception | None = None
-        for query in ("mode=ro", "mode=ro&immutable=1"):
+        for query in (("mode=ro", "mode=ro&immutable=1") if live else ("mode=ro&immutable=1",)):
             try:
                 self._conn = sqlite3.connect(f"{path.absolute().as_uri()}?{query}", uri=True, timeout=60.0,
                                              isolation_level=None)
@@ -414,24 +421,48 @@ def _why_not_writable(path: Path) -> str | None:
     if path.exists():
         if not path.is_file():
             return "it is not a regular file"
-        if not os.access(path, os.R_OK):
+        if not _can_open(path, os.O_RDONLY):
             return f"no permission to read it (mode {_mode(path)}, owner uid {path.stat().st_uid})"
-        if not os.access(path, os.W_OK):
+        if not _can_open(path, os.O_RDWR):
             if _read_only_mount(path):
                 return "it is on a read-only file system"
             return f"the file is read-only (mode {_mode(path)})"
         companions_exist = all(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
-        if not companions_exist and not os.access(directory, os.W_OK | os.X_OK):
+        if not companions_exist and not _can_create_in(directory):
             if _read_only_mount(directory):
                 return "it is on a read-only file system"
             return (f"its directory {directory} is read-only (mode {_mode(directory)}): SQLite creates "
                     f"{path.name}-wal and {path.name}-shm beside the database")
         return None
-    if not os.access(directory, os.W_OK | os.X_OK):
+    if not _can_create_in(directory):
         if _read_only_mount(directory):
             return f"{directory} is on a read-only file system"
         return f"no permission to create files in {directory} (mode {_mode(directory)})"
     return None
+
+
+def _can_open(path: Path, flags: int) -> bool:
+    """Whether ``path`` opens with ``flags`` (the kernel's answer, capabilities included; nothing changes)."""
+    try:
+        os.close(os.open(path, flags | os.O_CLOEXEC))
+    except PermissionError:
+        return False
+    except OSError as exc:
+        return exc.errno != errno.EROFS
+    return True
+
+
+def _can_create_in(directory: Path) -> bool:
+    """Whether files can be created in ``directory``: an unnamed O_TMPFILE leaves nothing behind."""
+    try:
+        os.close(os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+    except PermissionError:
+        return False
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            return False
+        return os.access(directory, os.W_OK | os.X_OK)  # no O_TMPFILE on this file system: ask access()
+    return True
 
 
 def _cause_suffix(path: Path) -> str:

@@ -32,8 +32,19 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+class Call:
+    """A drawn call: ``fn()``, and a label that says what it is (for reports)."""
+
+    def __init__(self, fn: Callable[[], Any], label: str):
+        self.fn, self.label = fn, label
+        self.made = False  # set by a call whose first step (which may create files) succeeded
+
+    def __call__(self) -> Any:
+        return self.fn()
+
+
 Thunk = Callable[[], Any]
-Target = Callable[[Any, Path], Thunk]  # (hypothesis data, work dir) -> the call
+Target = Callable[[Any, Path], Call]  # (hypothesis data, work dir) -> the call
 
 
 class Hang(BaseException):
@@ -63,6 +74,7 @@ class Outcome:
     failed: bool
     message: str = ""
     new_files: list[str] = field(default_factory=list)
+    call: str = ""  # what was called
 
 
 def _files(root: Path) -> set[str]:
@@ -149,8 +161,9 @@ def run_isolated(target: Target, data: Any, *, limit: float = 30.0, cli: bool = 
                     outcome = Outcome("ok", True, False)
             finally:
                 _close_everything()
-        if outcome.failed:
+        if outcome.failed and not getattr(thunk, "made", False):
             outcome.new_files = sorted(_files(work) - before)
+        outcome.call = getattr(thunk, "label", "")[:400]
         return outcome
 
 
@@ -243,13 +256,13 @@ def config_target(data, work: Path) -> Thunk:
     how = data.draw(st.sampled_from(["init", "from_json", "coerce", "replace"]))
     value = data.draw(config_like())
     if how == "init":
-        return lambda: Config(value)
+        return Call(lambda: Config(value), f"Config({value!r})")
     if how == "from_json":
-        return lambda: Config.from_json(value)
+        return Call(lambda: Config.from_json(value), f"Config.from_json({value!r})")
     if how == "coerce":
-        return lambda: Config.coerce(value)
+        return Call(lambda: Config.coerce(value), f"Config.coerce({value!r})")
     change = data.draw(junk())
-    return lambda: Config({"a": 1}).replace(a=change)
+    return Call(lambda: Config({"a": 1}).replace(a=change), f"Config.replace(a={change!r})")
 
 
 SPACE_METHODS = ("check", "parse", "encode", "neighbours", "hop_mask", "hop", "features", "scaled_features",
@@ -264,22 +277,25 @@ def space_target(data, work: Path) -> Thunk:
     config = data.draw(config_like(space))
     if method == "neighbours":
         hops = data.draw(ints_or_junk(1, 2))
-        return lambda: space.neighbours(config, hops)
+        return Call(lambda: space.neighbours(config, hops), f"{space}.neighbours({config!r}, {hops!r})")
     if method == "hop":
         coordinate, direction = data.draw(ints_or_junk(0, 3, 40)), data.draw(ints_or_junk(1, -1))
-        return lambda: space.hop(config, coordinate, direction)
+        return Call(lambda: space.hop(config, coordinate, direction),
+                    f"{space}.hop({config!r}, {coordinate!r}, {direction!r})")
     if method == "coordinate_index":
-        return lambda: space.coordinate_index(config, space.coordinates[0])
+        return Call(lambda: space.coordinate_index(config, space.coordinates[0]), f"coordinate_index({config!r})")
     if method == "kernel_arguments":
-        return lambda: space.kernel_arguments(config, [np.zeros(s, np.float32) for s in space.workload.input_shapes])
+        return Call(lambda: space.kernel_arguments(config, [np.zeros(s, np.float32)
+                                                            for s in space.workload.input_shapes]),
+                    f"kernel_arguments({config!r})")
     if method == "sample":
         rng = data.draw(st.one_of(st.integers(0, 9).map(np.random.default_rng), junk()))
-        return lambda: space.sample(rng)
+        return Call(lambda: space.sample(rng), f"{space}.sample({rng!r})")
     if method == "sample_many":
         rng = data.draw(st.one_of(st.integers(0, 9).map(np.random.default_rng), junk()))
         n = data.draw(ints_or_junk(1, 3))
-        return lambda: space.sample_many(rng, n)
-    return lambda: getattr(space, method)(config)
+        return Call(lambda: space.sample_many(rng, n), f"{space}.sample_many({rng!r}, {n!r})")
+    return Call(lambda: getattr(space, method)(config), f"{space}.{method}({config!r})")
 
 
 ENV_IDS = ("Matmul-BERT-M2-v0", "tensorgym/Matmul-v0", "tensorgym/Conv2d-v0", "Conv2d-ResNet-R5-v0", "NoSuch-v0",
@@ -383,6 +399,7 @@ def env_target(data, work: Path) -> Thunk:
     def call():
         env = gym.make(env_id, **kwargs)
         _OPEN.append(env)
+        drawn.made = True  # gym.make succeeded: the files it made are not a failing call's
         reset_options = options
         if isinstance(options, dict) and options.get("config") == "valid":
             reset_options = {"config": env.unwrapped.search_space.sample(np.random.default_rng(0)).to_json()}
@@ -392,7 +409,9 @@ def env_target(data, work: Path) -> Thunk:
         env.unwrapped.action_masks()
         env.render()
 
-    return call
+    drawn = Call(call, f"gym.make({env_id!r}, **{kwargs!r}).reset(seed={seed!r}, options={options!r}); "
+                       f"step {actions!r}")
+    return drawn
 
 
 def tuner_target(data, work: Path) -> Thunk:
@@ -409,7 +428,7 @@ def tuner_target(data, work: Path) -> Thunk:
             tuner = synthetic_tuner(space)
             return Tuner(tuner.evaluator, budget=budget, time_budget=time_budget)
 
-        return init
+        return Call(init, f"Tuner(budget={budget!r}, time_budget={time_budget!r})")
     if what == "measure":
         kind = data.draw(st.sampled_from(["configs", "dicts", "json-list", "dict", "json", "junk", "mixed"]))
         valid = space.sample_many(np.random.default_rng(data.draw(st.integers(0, 99))), 3)
@@ -419,7 +438,7 @@ def tuner_target(data, work: Path) -> Thunk:
             arg = data.draw(junk())
         elif kind == "mixed":
             arg = [valid[0], data.draw(config_like(space))]
-        return lambda: synthetic_tuner(space).measure(arg)
+        return Call(lambda: synthetic_tuner(space).measure(arg), f"tuner.measure({arg!r})")
     if what == "sample":
         rng = data.draw(st.one_of(st.integers(0, 9).map(np.random.default_rng), st.just("random.Random"), junk()))
         n = data.draw(ints_or_junk(1, 4))
@@ -429,12 +448,12 @@ def tuner_target(data, work: Path) -> Thunk:
 
             return synthetic_tuner(space).sample(random.Random(0) if rng == "random.Random" else rng, n)
 
-        return sample
+        return Call(sample, f"tuner.sample({rng!r}, {n!r})")
     config = data.draw(config_like(space))
     if what == "neighbours":
         hops = data.draw(ints_or_junk(1, 2))
-        return lambda: synthetic_tuner(space).neighbours(config, hops)
-    return lambda: synthetic_tuner(space).seen(config)
+        return Call(lambda: synthetic_tuner(space).neighbours(config, hops), f"tuner.neighbours({config!r}, {hops!r})")
+    return Call(lambda: synthetic_tuner(space).seen(config), f"tuner.seen({config!r})")
 
 
 AGENT_NAMES = ("random", "ga", "dgd", "optuna", "random-structured", "metaschedule", "rnadom", "", "GA")
@@ -450,9 +469,12 @@ def agent_target(data, work: Path) -> Thunk:
     name = data.draw(st.sampled_from(AGENT_NAMES))
     options = {key: data.draw(st.one_of(junk(), st.sampled_from(["af", "generic", "tpe", "random", "x"])))
                for key in data.draw(st.lists(st.sampled_from(AGENT_OPTIONS), max_size=2, unique=True))}
-    tune = name not in ("metaschedule",) and data.draw(st.booleans())
+    # MetaSchedule tunes with its own measurer; the microkernel space calibrates a catalogue first.
+    tune = name not in ("metaschedule", "random-structured") and data.draw(st.booleans())
     budget = data.draw(ints_or_junk(1, 2))
     time_budget = data.draw(st.one_of(st.none(), st.none(), junk()))
+    if budget is None and isinstance(time_budget, (int, float)) and time_budget > 1:
+        time_budget = 1.0  # a valid run of that length is not a hang
     seed = data.draw(ints_or_junk(0, 3))
     env_kind = data.draw(st.sampled_from(["env", "env", "string", "none"]))
 
@@ -471,7 +493,8 @@ def agent_target(data, work: Path) -> Thunk:
             _OPEN.append(env)
         return agent.tune(env, budget=budget, time_budget=time_budget, seed=seed)
 
-    return call
+    return Call(call, f"make_agent({name!r}, **{options!r})" + (
+        f".tune({env_kind}, budget={budget!r}, time_budget={time_budget!r}, seed={seed!r})" if tune else ""))
 
 
 def database_target(data, work: Path) -> Thunk:
@@ -485,7 +508,7 @@ def database_target(data, work: Path) -> Thunk:
         _OPEN.append(db)
         return len(db)
 
-    return call
+    return Call(call, f"Database({value!r})")
 
 
 CLI_OPTIONS: dict[str, dict[str, st.SearchStrategy]] = {
@@ -552,10 +575,12 @@ def cli_target(data, work: Path) -> Thunk:
         if command == "tune" and "--budget" not in argv:
             argv += ["--budget", "2"]  # the default (64) is a long run even on synthetic kernels
         if command == "compare":
+            # The default agents include MetaSchedule's own tuner: a real run of minutes.
+            argv += [] if "--agents" in argv else ["--agents", "random"]
             argv += [] if "--budget" in argv else ["--budget", "2"]
             argv += [] if "--seeds" in argv else ["--seeds", "1"]
             argv += [] if "--out" in argv else ["--out", str(work / "out")]
-    return lambda: main(argv)
+    return Call(lambda: main(argv), "tensorgym " + " ".join(map(repr, argv)))
 
 
 TARGETS: dict[str, Target] = {

@@ -44,8 +44,8 @@ def count(name: str, examples: int, limit: float) -> tuple[Counter, Counter, int
         kinds[outcome.kind] += 1
         if not outcome.documented:
             undocumented[outcome.kind] += 1
-            if len(samples) < 5:
-                samples.append(f"{outcome.kind}: {outcome.message[:160]!r}")
+            if len(samples) < 5 or outcome.kind == "hang":
+                samples.append(f"{outcome.kind}: {outcome.message[:160]!r}\n         from {outcome.call[:300]}")
         if outcome.new_files:
             left_files += 1
 
