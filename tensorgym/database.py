@@ -330,9 +330,10 @@ class Database:
                 cause = f"it has become read-only ({text})"
             else:
                 raise
-            raise DatabaseWriteError(f"cannot write {self.path}: {cause}. {what[:200]} was not stored; every "
-                                     f"record committed before it is kept: fix the cause and run the same command "
-                                     f"again to resume") from None
+            lost = what[:1].upper() + what[1:200]
+            raise DatabaseWriteError(f"cannot write {self.path}: {cause}. {lost} was not stored; every record "
+                                     f"committed before it is kept: fix the cause and run the same command again "
+                                     f"to resume") from None
 
     # -- reading -------------------------------------------------------------
     def get(self, workload: str, target: str, space: str, config: Config) -> Record | None:

@@ -236,7 +236,10 @@ class Worker:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-        tail = text[-chars:].strip()
+        tail = text[-chars:]
+        if len(text) > chars and "\n" in tail:
+            tail = tail[tail.index("\n") + 1:]  # whole lines only
+        tail = tail.strip()
         return f"Log tail: {tail}" if tail else ""
 
 
