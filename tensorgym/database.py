@@ -455,6 +455,8 @@ def _can_open(path: Path, flags: int) -> bool:
 
 def _can_create_in(directory: Path) -> bool:
     """Whether files can be created in ``directory``: an unnamed O_TMPFILE leaves nothing behind."""
+    if not hasattr(os, "O_TMPFILE"):  # not Linux
+        return os.access(directory, os.W_OK | os.X_OK)
     try:
         os.close(os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600))
     except PermissionError:

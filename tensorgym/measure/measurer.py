@@ -52,7 +52,7 @@ from .faults import (InfrastructureError, build_crash_is_schedule_fault, crash_i
                      timeout_is_kernel_fault)
 from .protocol import TimingProtocol
 from .runner import LocalRunner, Runner
-from .tasks import BUILD_FAULTS, FAULTS
+from .tasks import BUILD_FAULTS, FAULTS, RUN_FAULTS
 from .worker import Outcome, Worker, run_all
 
 log = logging.getLogger(__name__)
@@ -248,7 +248,7 @@ class Measurer:
             return Record(status=Status.BUILD_ERROR, error=f"build: {built.error}"[:4000], **base), None
         timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
         ran = self.runner.run(space, config, built.value["path"], check=check, timeout=timeout,
-                              fault=self._fault(config, attempt, FAULTS))
+                              fault=self._fault(config, attempt, RUN_FAULTS))
         self.kernels_run += 1
         base["run_s"] = ran.seconds
         base["wall_s"] += ran.seconds

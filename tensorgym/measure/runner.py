@@ -86,7 +86,9 @@ class LocalRunner(Runner):
 
     def __init__(self, target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None):
         super().__init__(target, protocol)
-        self._worker = Worker("runner", work_dir, env={"TVM_NUM_THREADS": str(target.num_cores)})
+        # The child reports when it has started, so that its start-up (after a restart) is not
+        # charged to the kernel it then runs.
+        self._worker = Worker("runner", work_dir, env={"TVM_NUM_THREADS": str(target.num_cores)}, report_ready=True)
 
     def start(self) -> None:
         self._worker.start()

@@ -35,6 +35,8 @@ from .faults import infrastructure_cause, signal_name
 
 log = logging.getLogger(__name__)
 
+START_TIMEOUT_S = 120.0  # what a starting child (importing TVM on a loaded machine) may take
+
 # Runs in the child before anything else. Blocking `import torch` matters:
 # tvm_ffi imports torch when it is installed, which costs ~2 s and ~200 MB per
 # worker (shared/notes/tvm_probe.md, B5); workers never need it.
@@ -79,7 +81,9 @@ class Worker:
     """One restartable child process. Not thread-safe; one call at a time."""
 
     def __init__(self, name: str, log_dir: str | Path, *, env: dict[str, str] | None = None,
-                 block_torch: bool = True, preload: Sequence[str] = ("tvm",)):
+                 block_torch: bool = True, preload: Sequence[str] = ("tvm",), report_ready: bool = False):
+        self.report_ready = report_ready  # the child says when it has started (see collect)
+        self._ready = False
         self.name = name
         self.log_path = Path(log_dir) / f"{name}.log"
         self.env = dict(env or {})
@@ -106,7 +110,8 @@ class Worker:
         env = {**os.environ, **self.env,
                "TENSORGYM_WORKER_SYS_PATH": json.dumps([p for p in sys.path if isinstance(p, str)]),
                "TENSORGYM_WORKER_BLOCK_TORCH": "1" if self.block_torch else "0",
-               "TENSORGYM_WORKER_PRELOAD": ",".join(self.preload)}
+               "TENSORGYM_WORKER_PRELOAD": ",".join(self.preload),
+               "TENSORGYM_WORKER_REPORT_READY": "1" if self.report_ready else "0"}
         with open(self.log_path, "ab") as logf:
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOTSTRAP, str(child_sock.fileno())],
@@ -115,6 +120,7 @@ class Worker:
             )
         child_sock.close()
         self._conn = Connection(parent_sock.detach())
+        self._ready = False
         log.debug("started worker %s (pid %d)", self.name, self._proc.pid)
 
     def close(self) -> None:
@@ -169,13 +175,17 @@ class Worker:
         ``limit`` is the call's time limit as the caller set it, for the timeout message (a pool
         that collects a call after its deadline waits 0 s, but the call had ``limit`` seconds).
         When the child reports a new phase (:func:`mark`), the wait starts again: ``timeout`` is
-        the limit of each phase.
+        the limit of each phase. A worker made with ``report_ready=True`` that has not finished
+        starting (importing its preloads) gets at least :data:`START_TIMEOUT_S` for that.
         """
         if self._start_error:
             return Outcome("infra", error=self._start_error, seconds=time.monotonic() - self._t0)
         if self._send_failed:
             return self._crashed()
-        end = None if timeout is None else time.monotonic() + timeout
+        allowance = timeout
+        if timeout is not None and self.report_ready and not self._ready:
+            allowance = max(timeout, START_TIMEOUT_S)  # a child still starting up gets its own allowance
+        end = None if allowance is None else time.monotonic() + allowance
         while True:
             try:
                 ready = self._conn.poll(None if end is None else max(0.0, end - time.monotonic()))
@@ -196,6 +206,7 @@ class Worker:
                 # The limit is for each phase: a child's start-up and loading do not eat into the
                 # time of the kernel it then runs.
                 self.phase = value
+                self._ready = self._ready or value == "ready"
                 end = None if timeout is None else time.monotonic() + timeout
                 continue
             break
@@ -287,6 +298,8 @@ def serve(fd: int) -> None:
     conn = _CONNECTION = Connection(fd)
     for module in filter(None, os.environ.get("TENSORGYM_WORKER_PRELOAD", "").split(",")):
         importlib.import_module(module)
+    if os.environ.get("TENSORGYM_WORKER_REPORT_READY") == "1":
+        mark("ready")
     while True:
         try:
             message = conn.recv()
