@@ -180,7 +180,7 @@ print(result.measured + result.reused)
 """
 
 
-@pytest.mark.parametrize("processes", [2, 3])
+@pytest.mark.parametrize("processes", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_processes_starting_the_optuna_agent_together_share_its_storage(tmp_path, processes):
     """Each process creates the side storage ``<db>.optuna.db`` at the same moment (it used to fail
     with 'table studies already exists' about one time in three); every one of them must finish."""

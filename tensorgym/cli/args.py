@@ -30,6 +30,14 @@ def finite_float(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """A number in [0, 1]."""
+    value = finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}")
+    return value
+
+
 def output_file(option: str, text: str) -> Path:
     """A file the command will write: a non-empty path that is not a directory."""
     if not text.strip():
