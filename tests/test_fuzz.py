@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuzzing
+from tensorgym.config import Config
 
 settings.register_profile("fast", max_examples=60, derandomize=True, database=None, deadline=None,
                           suppress_health_check=list(HealthCheck))
@@ -73,3 +74,18 @@ def test_database_paths(data):
 @given(st.data())
 def test_command_lines(data):
     check("cli", data)
+
+
+@given(st.data())
+def test_valid_configs_are_never_refused(data):
+    """The other side of validation: every method of a space takes every config of the space."""
+    space = fuzzing.spaces()[data.draw(st.sampled_from(["matmul", "conv"]))]
+    config = data.draw(fuzzing.config_like(space))
+    if not (isinstance(config, Config) and space.is_valid(config)):
+        return
+    for method in ("encode", "hop_mask", "features", "scaled_features", "normalised_features", "generic_features",
+                   "describe", "info", "candidate_of"):
+        getattr(space, method)(config)
+    for hops in (1, 2):
+        assert all(space.is_valid(n) for n in space.neighbours(config, hops))
+    assert space.parse(config.to_json()) == config == space.parse(config.key)
