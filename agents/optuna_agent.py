@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorgym.checks import choice, integer
+from tensorgym.checks import integer
 from tensorgym.config import Config
 from tensorgym.database import DatabaseError
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
@@ -215,7 +215,8 @@ class OptunaAgent(SearchAgent):
 
     def __init__(self, sampler: str = "tpe", storage: Any = "auto", batch_size: int = 2, n_startup_trials: int = 10,
                  max_duplicates: int = 32):
-        choice("sampler", sampler, SAMPLERS)
+        if not isinstance(sampler, str) or sampler not in SAMPLERS:
+            raise InvalidArgumentError(f"unknown Optuna sampler {sampler!r}; use one of {SAMPLERS}")
         if sampler == "cmaes":
             try:
                 import cmaes  # noqa: F401
