@@ -41,14 +41,16 @@ Two feature sets (``features=``), both provided by the space:
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tensorgym.config import Config
+from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.spaces.base import Space, SpaceError
 
 log = logging.getLogger(__name__)
@@ -232,3 +234,17 @@ def holdout_kendall_tau(space: Space, configs: Sequence[Config], gflops: Sequenc
     model = CostModel(space, features, seed=seed, **model_options)
     model.fit([configs[i] for i in train], [gflops[i] for i in train])
     return model.kendall_tau([configs[i] for i in test], [gflops[i] for i in test])
+
+
+def check_model_options(options: Any) -> dict[str, Any]:
+    """``model_options`` of an agent: keyword arguments of :class:`CostModel` (None: none)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise InvalidTypeError(f"model_options is a dict of CostModel options, got {type(options).__name__}")
+    accepted = [p for p in inspect.signature(CostModel).parameters if p not in ("space", "features", "seed")]
+    unknown = sorted(map(str, set(options) - set(accepted)))
+    if unknown:
+        raise InvalidArgumentError(f"model_options: the cost model takes no option {', '.join(unknown)}; "
+                                   f"its options: {', '.join(accepted)}")
+    return dict(options)

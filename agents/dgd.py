@@ -56,12 +56,14 @@ from typing import Any
 
 import numpy as np
 
+from tensorgym.checks import choice, integer, number
 from tensorgym.config import Config
 from tensorgym.record import Record
+from tensorgym.spaces.base import MAX_SAMPLES
 from tensorgym.tuner import Tuner
 
 from .base import SearchAgent
-from .cost_model import FEATURE_SETS, CostModel
+from .cost_model import FEATURE_SETS, CostModel, check_model_options
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +90,13 @@ class DGDAgent(SearchAgent):
     def __init__(self, features: str = "af", *, initial_samples: int = 64, num_starts: int = 5, window: int = 3,
                  tolerance: float = 0.6, min_window_measurements: int = 9,
                  model_options: Mapping[str, Any] | None = None):
-        if features not in FEATURE_SETS:
-            raise ValueError(f"features must be one of {FEATURE_SETS}, got {features!r}")
-        if initial_samples < 1:
-            raise ValueError(f"initial_samples must be >= 1 (the first model needs data), got {initial_samples}")
-        if num_starts < 0 or window < 1 or min_window_measurements < 0:
-            raise ValueError("num_starts and min_window_measurements must be >= 0 and window >= 1")
-        if not 0.0 <= tolerance <= 1.0:
-            raise ValueError(f"tolerance must be in [0, 1], got {tolerance}")
+        choice("features", features, FEATURE_SETS)
+        initial_samples = integer("initial_samples", initial_samples, minimum=1, maximum=MAX_SAMPLES)
+        num_starts = integer("num_starts", num_starts, minimum=0)
+        window = integer("window", window, minimum=1)
+        min_window_measurements = integer("min_window_measurements", min_window_measurements, minimum=0)
+        tolerance = number("tolerance", tolerance, minimum=0.0, maximum=1.0)
+        model_options = check_model_options(model_options)
         self.features = features
         self.initial_samples = int(initial_samples)
         self.num_starts = int(num_starts)

@@ -70,6 +70,7 @@ and database therefore replays its ``k`` trials for free and goes on.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -77,11 +78,13 @@ import numpy as np
 
 from tensorgym.config import Config
 from tensorgym.factors import divisors
-from tensorgym.spaces.base import Space
+from tensorgym.checks import choice, integer, is_number, number
+from tensorgym.errors import InvalidArgumentError, InvalidTypeError
+from tensorgym.spaces.base import MAX_SAMPLES, Space
 from tensorgym.tuner import Tuner
 
 from .base import SearchAgent
-from .cost_model import FEATURE_SETS, CostModel
+from .cost_model import FEATURE_SETS, CostModel, check_model_options
 
 log = logging.getLogger(__name__)
 
@@ -188,20 +191,24 @@ class GAAgent(SearchAgent):
                  eps_greedy: float = 0.05, init_measured_ratio: float = 0.2, num_warmup_sample: int = 64,
                  mutation_weights: Mapping[str, float] | None = None,
                  model_options: Mapping[str, Any] | None = None):
-        if features not in FEATURE_SETS:
-            raise ValueError(f"features must be one of {FEATURE_SETS}, got {features!r}")
-        if population < 2 or generations < 0 or batch_size < 1:
-            raise ValueError("population must be >= 2, generations >= 0 and batch_size >= 1")
-        for name, p in (("mutation_prob", mutation_prob), ("crossover_prob", crossover_prob),
-                        ("eps_greedy", eps_greedy), ("init_measured_ratio", init_measured_ratio)):
-            if not 0.0 <= p <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {p}")
-        if num_warmup_sample < 0:
-            raise ValueError(f"num_warmup_sample must be >= 0, got {num_warmup_sample}")
+        choice("features", features, FEATURE_SETS)
+        population = integer("population", population, minimum=2, maximum=MAX_SAMPLES)
+        generations = integer("generations", generations, minimum=0)
+        batch_size = integer("batch_size", batch_size, minimum=1, maximum=MAX_SAMPLES)
+        mutation_prob, crossover_prob, eps_greedy, init_measured_ratio = (
+            number(name, p, minimum=0.0, maximum=1.0)
+            for name, p in (("mutation_prob", mutation_prob), ("crossover_prob", crossover_prob),
+                            ("eps_greedy", eps_greedy), ("init_measured_ratio", init_measured_ratio)))
+        num_warmup_sample = integer("num_warmup_sample", num_warmup_sample, minimum=0)
+        model_options = check_model_options(model_options)
+        if mutation_weights is not None and not isinstance(mutation_weights, Mapping):
+            raise InvalidTypeError(f"mutation_weights is a dict of rule -> weight, got "
+                                   f"{type(mutation_weights).__name__}")
         weights = dict(ANSOR_CPU_MUTATION_WEIGHTS if mutation_weights is None else mutation_weights)
         unknown = set(weights) - set(MUTATIONS)
-        if unknown or not weights or min(weights.values()) < 0 or sum(weights.values()) <= 0:
-            raise ValueError(f"mutation_weights maps rules {sorted(MUTATIONS)} to non-negative weights "
+        if (unknown or not weights or not all(is_number(w) and math.isfinite(w) for w in weights.values())
+                or min(weights.values()) < 0 or sum(weights.values()) <= 0):
+            raise InvalidArgumentError(f"mutation_weights maps rules {sorted(MUTATIONS)} to non-negative weights "
                              f"(not all zero); got {weights}")
         self.features = features
         self.population = int(population)

@@ -45,9 +45,11 @@ cheaply, because the database answers every measurement it had finished.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -56,10 +58,11 @@ from typing import Any
 import numpy as np
 
 from tensorgym.catalog import ENVS, make_agent, make_space
+from tensorgym.checks import integer, is_integer, number
 from tensorgym.database import Database, default_path
 from tensorgym.envs.base import TuningEnv, tuning_env
 from tensorgym.envs.registration import PARAMETRIC_IDS, make_env, workload_of
-from tensorgym.errors import InvalidArgumentError
+from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.measure import Measurer
 from tensorgym.spaces.base import Space
 from tensorgym.text import slug
@@ -76,21 +79,47 @@ DEFAULT_AGENTS = ("random", "ga", "dgd", "optuna", "metaschedule")
 
 
 def _parse_seeds(seeds: int | Sequence[int]) -> list[int]:
-    if isinstance(seeds, (int, np.integer)):
-        if seeds < 1:
-            raise ValueError(f"seeds must be a positive count or a list of seeds, got {seeds}")
-        return list(range(int(seeds)))
-    out = [int(s) for s in seeds]
+    if is_integer(seeds):
+        return list(range(integer("seeds", seeds, minimum=1)))
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+        raise InvalidTypeError(f"seeds is a count or a list of seeds, got {type(seeds).__name__}")
+    out = [integer("a seed", s, minimum=0) for s in seeds]
     if not out or len(set(out)) != len(out):
-        raise ValueError(f"seeds must be distinct and not empty, got {list(seeds)}")
+        raise InvalidArgumentError(f"seeds must be distinct and not empty, got {list(seeds)}")
     return out
 
 
 def _parse_agents(agents: str | Sequence[str]) -> list[str]:
+    if not isinstance(agents, str) and not (isinstance(agents, Sequence) and all(isinstance(a, str) for a in agents)):
+        raise InvalidTypeError(f"agents is a list of agent names or a comma-separated string, got {agents!r:.60}")
     names = [a.strip() for a in (agents.split(",") if isinstance(agents, str) else agents) if a.strip()]
     if not names or len(set(names)) != len(names):
-        raise ValueError(f"agents must be distinct names, got {agents!r}")
+        raise InvalidArgumentError(f"agents must be distinct names, got {agents!r}")
     return names
+
+
+def _out_dir(out_dir: Any) -> Path:
+    if isinstance(out_dir, os.PathLike):
+        out_dir = os.fspath(out_dir)
+    if not isinstance(out_dir, str):
+        raise InvalidTypeError(f"out_dir must be a directory path, got {type(out_dir).__name__}")
+    if not out_dir.strip():
+        raise InvalidArgumentError("the output directory is an empty path; name one (default: compare-results)")
+    out = Path(out_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(f"the output directory {out} is a file")
+    return out
+
+
+def _make_dirs(path: Path) -> list[Path]:
+    """``mkdir -p path``; returns the directories it created (outermost first)."""
+    created = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        created.append(probe)
+        probe = probe.parent
+    path.mkdir(parents=True, exist_ok=True)
+    return created[::-1]
 
 
 def _result_path(out_dir: Path, env_id: str, agent: str, seed: int, options: Mapping[str, Any] | None) -> Path:
@@ -158,9 +187,14 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
 
     Returns the :class:`Leaderboard` (also written to ``out_dir``).
     """
+    if isinstance(env_ids, str):
+        env_ids = [env_ids]
     env_ids = list(dict.fromkeys(env_ids))
     if not env_ids:
         raise InvalidArgumentError("give at least one env id (see `tensorgym list`)")
+    if shape and not any(env_id in PARAMETRIC_IDS for env_id in env_ids):
+        raise InvalidArgumentError(f"a shape is for {' and '.join(PARAMETRIC_IDS)}; none of {', '.join(env_ids)} "
+                                   f"takes one (suite layers have theirs)")
     workloads: dict[str, Workload] = {}  # the board's env id -> its workload
     for env_id in env_ids:
         own = shape if env_id in PARAMETRIC_IDS else None
@@ -173,18 +207,27 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
     options = {name: dict((agent_options or {}).get(name, {})) for name in names}
     built = {name: make_agent(name, **options[name]) for name in names}  # fails early on unknown names
     check_budget(budget, time_budget)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    trial_points = tuple(integer("a trial point", p, minimum=1) for p in trial_points)
+    time_points = tuple(number("a time point", t, positive=True) for t in time_points)
+    remeasure = integer("remeasure", remeasure, minimum=0)
+    out = _out_dir(out_dir)
+    # Everything that can be refused was checked: now the output directory and the database.
+    created = _make_dirs(out)
+    try:
+        database = Database(db if db is not None else default_path())
+    except BaseException:
+        for directory in reversed(created):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
     board = Leaderboard(env_ids=env_ids, agents=names, seeds=seed_list, budget=budget, time_budget=time_budget,
-                        trial_points=tuple(int(p) for p in trial_points),
-                        time_points=tuple(float(t) for t in time_points))
+                        trial_points=trial_points, time_points=time_points)
     runs = [(e, s, a) for e in env_ids for s in seed_list for a in names]
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(runs), desc="compare", unit="run", position=0, dynamic_ncols=True)
-    database = Database(db if db is not None else default_path())
     measurer = Measurer()
     envs_open: dict[tuple[str, str], TuningEnv] = {}
 

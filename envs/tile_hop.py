@@ -44,11 +44,13 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from tensorgym.config import Config
+from tensorgym.errors import InvalidArgumentError
+from tensorgym.evaluator import NotMeasured
 from tensorgym.record import Record
 from tensorgym.spaces.tiles import TilesSpace
 from tensorgym.workloads import Workload
 
-from .base import TuningEnv
+from .base import NoWorkingStart, TuningEnv, check_reset_options
 
 INVALID_ACTION_PENALTY = -1.0
 FAILED_KERNEL_PENALTY = -1.0
@@ -82,11 +84,11 @@ class TileHopEnv(TuningEnv[TilesSpace]):
     # -- gymnasium API ---------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
+        options = check_reset_options(options, ("config",))
         if "config" in options:
             record = self.evaluator.evaluate([self.search_space.parse(options["config"])])[0]
             if not record.ok:
-                raise ValueError(f"start config fails ({record.status}): {record.error[:300]}")
+                raise InvalidArgumentError(f"start config fails ({record.status}): {record.error[:300]}")
         else:
             record = self._random_start()
         self._config, self._record, self._best = record.config, record, record
@@ -97,8 +99,9 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         if self._config is None:
             raise ResetNeeded("call reset() before step()")
         if not self.action_space.contains(action):
-            raise ValueError(f"action {action!r} is outside the action space Discrete({self.action_space.n}); "
-                             f"actions are integers in [0, {self.action_space.n - 1}]")
+            raise InvalidArgumentError(f"action {action!r} is outside the action space "
+                                       f"Discrete({self.action_space.n}); actions are integers in "
+                                       f"[0, {self.action_space.n - 1}]")
         self._steps += 1
         coordinate, down = divmod(int(action), 2)
         target = self.search_space.hop(self._config, coordinate, -1 if down else 1)
@@ -142,7 +145,7 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         if self.backend == "replay":
             recorded = self.recorded_configs()
             if not recorded:
-                raise RuntimeError(f"backend='replay' needs measured configs of {self.workload.label} in "
+                raise NotMeasured(f"backend='replay' needs measured configs of {self.workload.label} in "
                                    f"{self.database.path}; it holds none (tune with backend='tvm' first)")
             return self.evaluator.lookup(recorded[int(self.np_random.integers(len(recorded)))])
         failures = []
@@ -151,7 +154,7 @@ class TileHopEnv(TuningEnv[TilesSpace]):
             if record.ok:
                 return record
             failures.append(record.status.value)
-        raise RuntimeError(f"{MAX_START_ATTEMPTS} random start configs of {self.workload.label} all failed "
+        raise NoWorkingStart(f"{MAX_START_ATTEMPTS} random start configs of {self.workload.label} all failed "
                            f"({', '.join(failures)}); see the records in {self.database.path}")
 
     def _observation(self) -> np.ndarray:

@@ -20,7 +20,7 @@ import importlib
 import inspect
 from typing import Any
 
-from .errors import UnknownNameError
+from .errors import InvalidArgumentError, UnknownNameError
 
 # Search spaces: name -> class (``Space.name``).
 SPACES: dict[str, str] = {
@@ -94,26 +94,29 @@ def scheduler_class(name: str) -> type:
 
 
 def make_space(name: str, workload, target, **options: Any):
-    """The space named ``name`` over ``workload`` on ``target``."""
-    return space_class(name)(workload, target, **options)
+    """The space named ``name`` over ``workload`` on ``target``, built with ``options`` (its own keyword arguments)."""
+    cls = space_class(name)
+    _check_options(f"space {name!r}", cls, options, skip=("workload", "target"))
+    return cls(workload, target, **options)
 
 
 def make_agent(name: str, **options: Any):
     """The agent named ``name``, built with ``options`` (its constructor's keyword arguments)."""
-    return _build("agent", agent_class(name), name, options)
+    cls = agent_class(name)
+    _check_options(f"agent {name!r}", cls, options)
+    return cls(**options)
 
 
 def make_scheduler(name: str, **options: Any):
     """The task scheduler named ``name``, built with ``options`` (its constructor's keyword arguments)."""
-    return _build("scheduler", scheduler_class(name), name, options)
+    cls = scheduler_class(name)
+    _check_options(f"scheduler {name!r}", cls, options)
+    return cls(**options)
 
 
-def _build(kind: str, cls: type, name: str, options: dict[str, Any]):
-    from .errors import InvalidArgumentError
-
-    accepted = inspect.signature(cls).parameters
+def _check_options(what: str, cls: type, options: dict[str, Any], skip: tuple[str, ...] = ()) -> None:
+    accepted = [p for p in inspect.signature(cls).parameters if p not in skip]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise InvalidArgumentError(f"{kind} {name!r} takes no option {', '.join(unknown)}; "
+        raise InvalidArgumentError(f"{what} takes no option {', '.join(map(str, unknown))}; "
                                    f"its options: {', '.join(accepted) or 'none'}")
-    return cls(**options)

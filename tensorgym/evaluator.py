@@ -9,6 +9,20 @@ config is" to a :class:`Record`, shared by environments and the Tuner API:
   checked against NumPy since they are new), and each record is committed to
   the database the moment it exists, before the next kernel is timed: a run
   killed mid-batch keeps every measurement it finished.
+
+**Who failed.** A stored record is final whatever its status (``ok``,
+``build_error``, ``runtime_error``, ``timeout``, ``wrong_result``: faults of
+the kernel), except ``infra_error``: the measurer stores it when the machine
+failed and not the kernel (the runner was killed from outside or by the OOM
+killer, a disk was full or failing, the runner kept dying before it reached
+a kernel) and retrying within the batch did not help. Such a config counts as
+not measured: it is measured again the next time it is asked for, and the
+new record replaces the old one.
+
+**A full disk** makes :meth:`Database.commit` raise a
+:class:`~tensorgym.database.DatabaseWriteError` (naming the file and the
+free space); the batch stops there, every record committed before stays
+committed, and running the same search again resumes from them.
 """
 
 from __future__ import annotations
@@ -40,12 +54,14 @@ class Evaluator:
         database.register(space.workload, space.target)
 
     def lookup(self, config: Config) -> Record | None:
-        """The stored record of ``config``, or None if it was never measured."""
+        """The stored final record of ``config``; None if it was never measured, or only an
+        ``infra_error`` is stored (the machine failed: it is measured again)."""
         record = self._cache.get(config)
         if record is None:
             record = self.database.get(self.space.workload.key, self.space.target.fingerprint, self.space.name, config)
-            if record is not None:
-                self._cache[config] = record
+            if record is None or not record.final:
+                return None
+            self._cache[config] = record
         return record
 
     def evaluate(self, configs: Sequence[Config]) -> list[Record]:
@@ -64,7 +80,9 @@ class Evaluator:
 
         def commit(record: Record) -> None:
             stored = self.database.commit(record)
-            self._cache[stored.config] = known[stored.config] = stored
+            known[stored.config] = stored
+            if stored.final:
+                self._cache[stored.config] = stored
             self.measured += 1
 
         if missing and self.measurer is None:

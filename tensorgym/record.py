@@ -10,13 +10,22 @@ from .config import Config
 
 
 class Status(str, Enum):
-    """What happened to a candidate kernel."""
+    """What happened to a candidate kernel.
+
+    Every status but ``infra_error`` is final: the database answers the config with it from then
+    on. ``infra_error`` records say that the measurement failed for a reason outside the kernel;
+    the :class:`~tensorgym.evaluator.Evaluator` measures such a config again the next time it is
+    asked for, and the new record replaces the old one.
+    """
 
     OK = "ok"
     BUILD_ERROR = "build_error"  # the schedule could not be applied or compiled
     RUNTIME_ERROR = "runtime_error"  # it crashed the runner process or raised while running
     TIMEOUT = "timeout"  # building or running did not finish in time
     WRONG_RESULT = "wrong_result"  # it ran, but its output differs from the NumPy reference
+    # The machine failed, not the kernel (an external kill or the OOM killer, a full or failing disk,
+    # a runner that keeps dying before it reaches a kernel): the config is measured again later.
+    INFRA_ERROR = "infra_error"
 
     def __str__(self) -> str:
         return self.value
@@ -55,6 +64,11 @@ class Record:
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
+
+    @property
+    def final(self) -> bool:
+        """Whether the record answers its config for good (every status but ``infra_error``)."""
+        return self.status is not Status.INFRA_ERROR
 
     @property
     def score(self) -> float:

@@ -163,6 +163,9 @@ def resolve_target(target: "str | Target | None") -> Target:
     """Accept a Target, ``None``/``"llvm"``/``"cpu"`` (the local CPU) or ``"cuda"``."""
     if isinstance(target, Target):
         return target
+    if target is not None and not isinstance(target, str):
+        raise TargetError(f"target must be 'llvm' (the local CPU) or a tensorgym.target.Target, got "
+                          f"{type(target).__name__} {target!r:.40}")
     if target in (None, "llvm", "cpu", "local"):
         return local_cpu()
     if target == "cuda":

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from .config import Config
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, InvalidTypeError
 from .evaluator import Evaluator
 from .record import Record
 from .spaces.base import Space
@@ -198,7 +198,9 @@ def as_callback(callback: "TuningCallback | Sequence[TuningCallback] | None") ->
         return TuningCallback()
     if isinstance(callback, TuningCallback):
         return callback
-    return CallbackList(callback)
+    if isinstance(callback, Sequence) and all(isinstance(c, TuningCallback) for c in callback):
+        return CallbackList(callback)
+    raise InvalidTypeError(f"callback must be a TuningCallback, a list of them, or None; got {type(callback).__name__}")
 
 
 class Tuner:
@@ -215,9 +217,12 @@ class Tuner:
     def __init__(self, evaluator: Evaluator, *, budget: int | None = 64, time_budget: float | None = None,
                  callback: TuningCallback | Sequence[TuningCallback] | None = None, label: str = ""):
         check_budget(budget, time_budget)
+        if not all(hasattr(evaluator, a) for a in ("space", "evaluate", "lookup")):
+            raise InvalidTypeError(f"a Tuner measures through an Evaluator (an env's ``evaluator``), got "
+                                   f"{type(evaluator).__name__}")
         self.evaluator = evaluator
         self.budget = None if budget is None else int(budget)
-        self.time_budget = time_budget
+        self.time_budget = None if time_budget is None else float(time_budget)
         self.trials: list[Trial] = []
         self._seen: dict[Config, Record] = {}
         self._best: Record | None = None
@@ -236,15 +241,16 @@ class Tuner:
         return self.evaluator.space
 
     def sample(self, rng: np.random.Generator, n: int = 1) -> list[Config]:
-        """Up to ``n`` distinct random configs this run has not measured."""
+        """Up to ``n`` distinct random configs this run has not measured (``rng``: a NumPy Generator)."""
         return self.space.sample_many(rng, n, exclude=set(self._seen))
 
-    def neighbours(self, config: Config, hops: int = 1) -> list[Config]:
-        return self.space.neighbours(config, hops)
+    def neighbours(self, config: "Config | Mapping[str, Any] | str", hops: int = 1) -> list[Config]:
+        """The space's ``hops``-move neighbours of ``config`` (a Config, dict or JSON text of the space)."""
+        return self.space.neighbours(self.space.parse(config), hops)
 
-    def seen(self, config: Config) -> Record | None:
+    def seen(self, config: "Config | Mapping[str, Any] | str") -> Record | None:
         """The record of ``config`` if this run measured it (free: no trial is charged)."""
-        return self._seen.get(config)
+        return self._seen.get(self.space.parse(config))
 
     # -- budget ------------------------------------------------------------------
     @property
@@ -273,7 +279,7 @@ class Tuner:
         out); nothing is measured once the budget is spent. With a time
         budget, batches are measured in chunks of 8 so the clock is checked often.
         """
-        order = list(dict.fromkeys(configs))
+        order = list(dict.fromkeys(self._parse_all(configs)))
         fresh: list[Config] = []
         for config in order:
             if config not in self._seen and (self.remaining is None or len(fresh) < self.remaining):
@@ -284,6 +290,13 @@ class Tuner:
                 break
             self._measure_new(fresh[i:i + chunk])
         return [self._seen[c] for c in order if c in self._seen]
+
+    def _parse_all(self, configs: Any) -> list[Config]:
+        if isinstance(configs, (str, bytes, Mapping)) or not isinstance(configs, Iterable):
+            raise InvalidTypeError(f"measure takes a list of configs (Configs, dicts or JSON texts of the space), got "
+                                   f"{type(configs).__name__}" + ("; for one config, pass [config]"
+                                                                  if isinstance(configs, (str, Mapping)) else ""))
+        return [self.space.parse(config) for config in configs]
 
     def _measure_new(self, configs: list[Config]) -> list[Record]:
         t0 = time.monotonic()

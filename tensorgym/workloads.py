@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from math import prod
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -30,6 +31,14 @@ LoopKind = Literal["spatial", "reduction"]
 Access = tuple[tuple[tuple[str, int], ...], ...]
 
 SUPPORTED_DTYPES = ("float32",)
+
+# What a workload may be, refused up front (before any divisor is looked for): every loop extent at
+# most MAX_EXTENT, every tensor at most MAX_TENSOR_ELEMENTS elements (1 GiB of float32; the NumPy
+# reference computes in float64, twice that), at most MAX_FLOPS floating-point operations (a 16384^3
+# matmul is 8.8e12). Larger kernels would take minutes per measurement or not fit in memory.
+MAX_EXTENT = 1 << 24
+MAX_TENSOR_ELEMENTS = 1 << 28
+MAX_FLOPS = 10**13
 
 
 class WorkloadError(TensorgymError, ValueError):
@@ -143,16 +152,32 @@ class Workload:
         raise NotImplementedError
 
 
-def _check_positive(**values: int) -> None:
-    for key, value in values.items():
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-            raise WorkloadError(f"{key} must be an integer, got {value!r}")
+def _check_positive(workload: "Workload", *names: str) -> None:
+    """Each named field is an integer in [1, MAX_EXTENT]; NumPy integers are stored as ``int``."""
+    for key in names:
+        value = getattr(workload, key)
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+            raise WorkloadError(f"{key} must be an integer, got {type(value).__name__} {value!r:.40}")
         if value < 1:
             raise WorkloadError(f"{key} must be >= 1, got {value}")
+        if value > MAX_EXTENT:
+            raise WorkloadError(f"{key}={value} is larger than tensorgym's largest extent, {MAX_EXTENT} (2^24)")
+        object.__setattr__(workload, key, int(value))  # frozen: JSON and database keys need Python ints
+
+
+def _check_size(workload: "Workload") -> None:
+    """The workload's tensors and FLOP count are within tensorgym's limits (see MAX_TENSOR_ELEMENTS)."""
+    for shape in (*workload.input_shapes, workload.output_shape):
+        if prod(shape) > MAX_TENSOR_ELEMENTS:
+            raise WorkloadError(f"a tensor of shape {shape} has {prod(shape):.3g} elements; tensorgym takes at most "
+                                f"{MAX_TENSOR_ELEMENTS} (2^28, 1 GiB of float32) per tensor")
+    if workload.flops > MAX_FLOPS:
+        raise WorkloadError(f"{workload.describe()} is {workload.flops:.3g} FLOPs; tensorgym tunes kernels of at most "
+                            f"{MAX_FLOPS:.0e} FLOPs (each measurement would take minutes)")
 
 
 def _check_dtype(dtype: str) -> None:
-    if dtype not in SUPPORTED_DTYPES:
+    if not isinstance(dtype, str) or dtype not in SUPPORTED_DTYPES:
         raise WorkloadError(f"dtype {dtype!r} is not supported yet; use one of {SUPPORTED_DTYPES}")
 
 
@@ -178,15 +203,18 @@ class Conv2d(Workload):
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        _check_positive(N=self.N, C=self.C, H=self.H, W=self.W, F=self.F, R=self.R, S=self.S, stride=self.stride)
-        if not isinstance(self.padding, (int, np.integer)) or self.padding < 0:
-            raise WorkloadError(f"padding must be an integer >= 0, got {self.padding!r}")
+        _check_positive(self, "N", "C", "H", "W", "F", "R", "S", "stride")
+        if (not isinstance(self.padding, (int, np.integer)) or isinstance(self.padding, (bool, np.bool_))
+                or not 0 <= self.padding <= MAX_EXTENT):
+            raise WorkloadError(f"padding must be an integer in [0, {MAX_EXTENT}] or 'same', got {self.padding!r:.40}")
+        object.__setattr__(self, "padding", int(self.padding))
         _check_dtype(self.dtype)
         if self.H + 2 * self.padding < self.R or self.W + 2 * self.padding < self.S:
             raise WorkloadError(
                 f"kernel {self.R}x{self.S} is larger than the padded input "
                 f"{self.H + 2 * self.padding}x{self.W + 2 * self.padding}"
             )
+        _check_size(self)
 
     @property
     def OH(self) -> int:
@@ -288,8 +316,9 @@ class Matmul(Workload):
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        _check_positive(M=self.M, N=self.N, K=self.K)
+        _check_positive(self, "M", "N", "K")
         _check_dtype(self.dtype)
+        _check_size(self)
 
     @property
     def flops(self) -> int:
@@ -335,12 +364,13 @@ def conv2d(
     dtype: str = "float32", suite: str = "custom", name: str = "",
 ) -> Conv2d:
     """Build a conv2d workload from shapes. ``padding="same"`` means ``(R - 1) // 2``."""
-    if padding == "same":
-        if R != S or R % 2 == 0:
+    if isinstance(padding, str) and padding == "same":
+        ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (R, S))
+        if ints and (R != S or R % 2 == 0):
             raise WorkloadError("padding='same' needs an odd square kernel; pass an integer padding instead")
-        padding = (R - 1) // 2
-    elif not isinstance(padding, (int, np.integer)):
-        raise WorkloadError(f"padding must be an integer or 'same', got {padding!r}")
+        padding = (R - 1) // 2 if ints else 0  # Conv2d says what is wrong with R or S
+    elif not isinstance(padding, (int, np.integer)) or isinstance(padding, (bool, np.bool_)):
+        raise WorkloadError(f"padding must be an integer or 'same', got {padding!r:.40}")
     return Conv2d(N, C, H, W, F, R, S, stride, int(padding), dtype, suite=suite, name=name)
 
 

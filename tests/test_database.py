@@ -1,3 +1,6 @@
+import contextlib
+import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -7,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tensorgym.database import Database, DatabaseError
+from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.record import Record, Status
 from tensorgym.spaces import Config
 
@@ -110,3 +114,174 @@ def test_one_default_database_for_python_and_the_command_line(tmp_path, monkeypa
     assert default_path() == tmp_path / ".cache" / "tensorgym" / "records.db"
     monkeypatch.setenv("TENSORGYM_DB", str(tmp_path / "mine.db"))
     assert default_path() == tmp_path / "mine.db"
+
+
+# -- opening: what is refused, and why --------------------------------------------------------------------------
+@pytest.mark.parametrize("value, error", [
+    ("", InvalidArgumentError), ("   ", InvalidArgumentError), (5, InvalidTypeError), (True, InvalidTypeError),
+    ([], InvalidTypeError), (b"x.db", InvalidTypeError), (None, InvalidTypeError),
+])
+def test_a_db_that_is_not_a_path_is_refused_and_creates_nothing(tmp_path, monkeypatch, value, error):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match="db"):
+        Database(value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_temporary_database_is_only_made_when_asked_for():
+    with Database(":memory:") as db:
+        db.commit(make_record(1))
+        assert len(db) == 1 and db.path == ":memory:"
+
+
+def test_a_directory_is_not_a_database(tmp_path):
+    with pytest.raises(DatabaseError, match="is a directory"):
+        Database(tmp_path)
+
+
+def test_a_file_where_a_directory_should_be(tmp_path):
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(DatabaseError, match="is a file, not a directory"):
+        Database(tmp_path / "plain" / "sub" / "r.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain"]
+
+
+def test_another_applications_sqlite_file_is_never_written(tmp_path):
+    path = tmp_path / "other-app.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+        conn.execute("INSERT INTO users VALUES ('ada')")
+    before = path.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(DatabaseError, match="another application .*users"):
+            Database(path, readonly=readonly)
+    assert path.read_bytes() == before  # no tables added, not switched to WAL
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-app.sqlite"]
+
+
+@pytest.mark.parametrize("version, message", [("2.1", "malformed schema version '2.1'"), ("", "malformed"),
+                                              ("99", "schema version 99; this tensorgym reads 1")])
+def test_a_malformed_or_future_schema_version_is_refused_unchanged(tmp_path, version, message):
+    path = tmp_path / "r.db"
+    Database(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+    conn.close()
+    before = path.read_bytes()
+    for readonly in (False, True):
+        with pytest.raises(DatabaseError, match=message):
+            Database(path, readonly=readonly)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.db"]
+
+
+def test_readonly_reads_and_refuses_to_write(tmp_path):
+    path = tmp_path / "r.db"
+    with Database(path) as db:
+        db.commit(make_record(1))
+    with Database(path, readonly=True) as db:
+        assert len(db) == 1
+        with pytest.raises(DatabaseError, match="read-only"):
+            db.commit(make_record(2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.db"]  # a snapshot read leaves no -wal/-shm
+    with pytest.raises(DatabaseError, match="does not exist"):
+        Database(tmp_path / "missing.db", readonly=True)
+
+
+# File permissions: root ignores them, so the scenarios run in a child that gives up root's DAC override.
+_AS_PLAIN_USER = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Header(ctypes.Structure): _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+class Data(ctypes.Structure): _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                                          ("inheritable", ctypes.c_uint32)]
+header, data = Header(0x20080522, 0), (Data * 2)()
+libc.capget(ctypes.byref(header), data)
+data[0].effective &= ~0b110  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+assert libc.capset(ctypes.byref(header), data) == 0
+from tensorgym.database import Database, DatabaseError
+def attempt(path, **kw):
+    try:
+        Database(path, **kw).close()
+        print("OK")
+    except DatabaseError as exc:
+        print("ERROR", exc)
+attempt(sys.argv[1], **eval(sys.argv[2]))
+"""
+
+
+def open_as_plain_user(path, **kwargs) -> str:
+    done = subprocess.run([sys.executable, "-c", _AS_PLAIN_USER, str(path), repr(kwargs)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture()
+def stored(tmp_path):
+    path = tmp_path / "ro" / "r.db"
+    with Database(path) as db:
+        db.commit(make_record(1))
+    yield path
+    for p in (path, path.parent):
+        p.chmod(0o755)
+
+
+def test_a_read_only_file_is_named_and_can_be_read(stored):
+    stored.chmod(0o444)
+    assert "the file is read-only (mode 0o444)" in open_as_plain_user(stored)
+    assert open_as_plain_user(stored, readonly=True) == "OK"
+
+
+def test_a_read_only_directory_is_named_and_can_be_read(stored):
+    stored.parent.chmod(0o555)
+    message = open_as_plain_user(stored)
+    assert "directory" in message and "is read-only" in message and "-wal" in message
+    assert open_as_plain_user(stored, readonly=True) == "OK"
+    assert "no permission to create files in" in open_as_plain_user(stored.parent / "new.db")
+    assert sorted(p.name for p in stored.parent.iterdir()) == ["r.db"]
+
+
+def test_an_unreadable_file_is_named(stored):
+    stored.chmod(0o000)
+    assert "no permission to read it" in open_as_plain_user(stored)
+    assert "no permission" in open_as_plain_user(stored, readonly=True)
+
+
+@contextlib.contextmanager
+def read_only_mount(directory: Path):
+    """A tmpfs at ``directory`` (filled by the caller first), then remounted read-only."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting needs root")
+    directory.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(directory)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield lambda: subprocess.run(["mount", "-o", "remount,ro", str(directory)], check=True)
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def test_a_database_on_a_read_only_mount_is_named_shown_and_replayed(tmp_path, capsys):
+    import gymnasium as gym
+
+    from fakes import SyntheticMeasurer
+    from tensorgym.cli import main
+
+    with read_only_mount(tmp_path / "mnt") as make_read_only:
+        path = tmp_path / "mnt" / "r.db"
+        env = gym.make("tensorgym/Matmul-v0", M=48, N=64, K=32, db=str(path), measurer=SyntheticMeasurer())
+        env.reset(seed=0)
+        env.close()
+        make_read_only()
+        with pytest.raises(DatabaseError, match="read-only file system"):
+            Database(path)
+        with pytest.raises(DatabaseError, match="read-only file system"):
+            Database(tmp_path / "mnt" / "new.db")
+        assert main(["show", str(path)]) == 0
+        assert "matmul(M=48,N=64,K=32" in capsys.readouterr().out
+        replay = gym.make("tensorgym/Matmul-v0", M=48, N=64, K=32, db=str(path), backend="replay")
+        obs, info = replay.reset(seed=0)
+        assert info["status"] == "ok"
+        replay.close()
+        assert sorted(p.name for p in path.parent.iterdir()) == ["r.db"]

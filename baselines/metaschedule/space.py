@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tensorgym.config import Config
-from tensorgym.factors import factorizations
+from tensorgym.factors import count_factorizations, nth_factorization
 from tensorgym.spaces.base import Space, SpaceError
 from tensorgym.target import Target
 from tensorgym.workloads import Workload
@@ -103,8 +103,9 @@ class MetaScheduleSpace(Space):
         values: dict[str, Any] = {"space": index}
         for knob in self.signature[index]:
             if knob.kind == "tile":
-                options = factorizations(knob.product, knob.parts, knob.max_innermost)
-                values[knob.name] = options[int(rng.integers(len(options)))]
+                count = count_factorizations(knob.product, knob.parts, knob.max_innermost)
+                values[knob.name] = nth_factorization(knob.product, knob.parts, knob.max_innermost,
+                                                      int(rng.integers(count)))
             elif knob.kind == "cat":
                 values[knob.name] = int(rng.integers(len(knob.choices)))
             elif knob.kind == "loc":
@@ -124,6 +125,7 @@ class MetaScheduleSpace(Space):
 
     def encode(self, config: Config) -> np.ndarray:
         """Design-space index, then per knob: log-tile shares, categorical index, location, parallel extent."""
+        self.check(config)
         out = np.zeros(self.encoding_size, dtype=np.float32)
         index = int(config["space"])
         out[0] = index / max(1, len(self.signature) - 1)

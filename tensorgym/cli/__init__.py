@@ -15,7 +15,9 @@
 
 Every error a user can cause (a :class:`~tensorgym.errors.TensorgymError`, a file
 that cannot be read or written, a database error) is printed as one line on
-stderr and the command exits with code 2; ``-v`` adds the traceback.
+stderr and the command exits with code 2; ``-v`` adds the traceback. Argument
+values argparse refuses (``--budget x``, ``--time-budget nan``) are usage errors,
+exit code 2 too.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (TensorgymError, OSError, sqlite3.Error) as exc:
+    except Exception as exc:  # noqa: BLE001 - sorted below: the user's errors become one line
+        if not is_user_error(exc):
+            raise
         if args.verbose:
             traceback.print_exc()
         print(f"error: {one_line(exc)}", file=sys.stderr)
@@ -61,6 +65,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: every finished measurement is in the database; run the same command again to resume",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """A TensorgymError, a file that cannot be read or written, or a database error (SQLite's, or
+    SQLAlchemy's under a study storage): what a user fixes, not a bug to report with a traceback."""
+    if isinstance(exc, (TensorgymError, OSError, sqlite3.Error)):
+        return True
+    return any(cls.__module__.startswith("sqlalchemy.") for cls in type(exc).__mro__)
 
 
 def one_line(exc: BaseException) -> str:

@@ -3,13 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
+
+from tensorgym.errors import InvalidArgumentError
 
 
 def float_list(text: str) -> tuple[float, ...]:
     try:
-        return tuple(float(t) for t in text.split(",") if t.strip())
+        values = tuple(float(t) for t in text.split(",") if t.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected finite numbers, got {text!r}")
+    return values
+
+
+def finite_float(text: str) -> float:
+    """A finite number (``nan`` and ``inf`` are refused: a limit of NaN seconds is no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A number in [0, 1]."""
+    value = finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}")
+    return value
+
+
+def output_file(option: str, text: str) -> Path:
+    """A file the command will write: a non-empty path that is not a directory."""
+    if not text.strip():
+        raise InvalidArgumentError(f"{option} is an empty path; name a file")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise InvalidArgumentError(f"{option} {path} is a directory; name a file")
+    return path
 
 
 def int_list(text: str) -> tuple[int, ...]:

@@ -9,9 +9,9 @@ from pathlib import Path
 from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS
 from tensorgym.baselines.compare import DEFAULT_AGENTS, compare
 from tensorgym.baselines.render import caption, text_table
-from tensorgym.database import default_path
+from tensorgym.database import database_path, default_path
 
-from .args import float_list, int_list, seed_list
+from .args import finite_float, float_list, int_list, seed_list
 from .shapes import parse_shape
 
 
@@ -27,7 +27,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--agents", default=",".join(DEFAULT_AGENTS),
                    help=f"comma-separated agent names (default: {','.join(DEFAULT_AGENTS)})")
     p.add_argument("--budget", type=int, default=128, help="measurements per run (default: 128)")
-    p.add_argument("--time-budget", type=float, default=None, help="seconds of tuning clock per run (default: none)")
+    p.add_argument("--time-budget", type=finite_float, default=None,
+                   help="seconds of tuning clock per run (default: none)")
     p.add_argument("--seeds", type=seed_list, default=3, help="number of seeds, or a list like 0,1,2 (default: 3)")
     p.add_argument("--db", default=None, help=f"SQLite database all runs share (default: $TENSORGYM_DB or "
                                               f"{default_path()})")
@@ -46,7 +47,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     shape = parse_shape(args.shape) or None
-    db = args.db if args.db is not None else default_path()
+    db = database_path(args.db) if args.db is not None else default_path()
     print(f"database: {db}", file=sys.stderr)
     board = compare(args.env_ids, args.agents, budget=args.budget, seeds=args.seeds, db=db,
                     time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,

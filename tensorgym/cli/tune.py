@@ -7,11 +7,13 @@ import json
 import sys
 
 from tensorgym.catalog import ENVS, make_agent
-from tensorgym.database import default_path
+from tensorgym.checks import integer
+from tensorgym.database import database_path, default_path
 from tensorgym.envs.registration import make_env, workload_of
 from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, check_budget
 
+from .args import finite_float, output_file
 from .shapes import parse_shape
 
 
@@ -25,7 +27,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--features", choices=("af", "generic"),
                    help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
-    p.add_argument("--time-budget", type=float, default=None, help="seconds of tuning (default: none)")
+    p.add_argument("--time-budget", type=finite_float, default=None, help="seconds of tuning (default: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--db", default=None, help=f"SQLite database; resumes if it exists (default: $TENSORGYM_DB or "
                                               f"{default_path()})")
@@ -42,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
     space = args.space or agent.env_space
     agent.check_space(space)
     check_budget(args.budget, args.time_budget)
-    db = args.db if args.db is not None else default_path()
+    integer("--seed", args.seed, minimum=0)
+    if args.json is not None:
+        output_file("--json", args.json)
+    db = database_path(args.db) if args.db is not None else default_path()
     print(f"database: {db}", file=sys.stderr)
     env = make_env(workload, space=space, db=db)
     try:

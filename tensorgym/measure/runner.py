@@ -5,8 +5,10 @@ builder pool, then hands each built artifact (a shared library on this
 machine's disk) to its :class:`Runner`, one at a time. A runner answers with
 an :class:`~tensorgym.measure.worker.Outcome`, never an exception: ``ok`` with
 the check-and-time result (``{"status": "ok", "samples": [...], "number": n}``,
-or ``{"status": "wrong_result", ...}``), or ``crash`` / ``timeout`` / ``error``
-when the kernel took its process down, hung, or could not be loaded.
+or ``{"status": "wrong_result", ...}``), ``crash`` / ``timeout`` / ``error``
+when its process died, did not answer in time, or the kernel raised, and
+``infra`` when the machine failed (:mod:`.faults` says how a crash or a
+timeout is told apart as the kernel's or the machine's).
 
 Every runner checks and times the same way: on the device side it calls
 :func:`tensorgym.measure.tasks.check_and_time` with its own TVM device and
@@ -38,7 +40,12 @@ class Runner(ABC):
     Attributes:
         target: the device kernels run on; the records' fingerprint is its fingerprint.
         protocol: how every kernel is timed.
+        reports_phases: whether :meth:`run`'s outcomes carry the phase the device side reached
+            (``"kernel"`` once the kernel runs; see :mod:`.faults`). Without it, a crash or a
+            timeout is blamed on the kernel, as there is no telling.
     """
+
+    reports_phases: bool = False
 
     def __init__(self, target: Target, protocol: TimingProtocol | None = None):
         self.target = target
@@ -72,11 +79,16 @@ class LocalRunner(Runner):
 
     A kernel that kills the process (a segfault) costs a ``crash`` outcome and a
     restart; one that outlives ``timeout`` has its process killed (``timeout``).
+    The child reports when the kernel starts, so outcomes carry the phase.
     """
+
+    reports_phases = True
 
     def __init__(self, target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None):
         super().__init__(target, protocol)
-        self._worker = Worker("runner", work_dir, env={"TVM_NUM_THREADS": str(target.num_cores)})
+        # The child reports when it has started, so that its start-up (after a restart) is not
+        # charged to the kernel it then runs.
+        self._worker = Worker("runner", work_dir, env={"TVM_NUM_THREADS": str(target.num_cores)}, report_ready=True)
 
     def start(self) -> None:
         self._worker.start()

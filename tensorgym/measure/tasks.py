@@ -10,10 +10,12 @@ They only return plain data; failures are raised and become records upstream.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from functools import lru_cache
@@ -26,10 +28,17 @@ from ..config import Config
 from ..spaces.base import Space
 from ..target import Target
 from ..workloads import Workload
+from .faults import InfrastructureFault, infrastructure_cause, low_disk
 from .protocol import TimingProtocol
+from .worker import mark
 
-# Test hook: what the runner does to a config's kernel instead of running it normally.
-FAULTS = ("crash", "hang")
+# Test hooks: what happens to a config's kernel instead of its normal measurement. In the runner:
+# "crash" (the kernel segfaults), "hang" (it never returns), "kill" (the runner is killed from outside
+# while the kernel runs, as the OOM killer would); in the builder: "nospace" (the disk fills up).
+# A fault "X-once" is X on the first attempt only (see Measurer).
+RUN_FAULTS = ("crash", "hang", "kill")
+BUILD_FAULTS = ("nospace",)
+FAULTS = RUN_FAULTS + BUILD_FAULTS
 
 
 @lru_cache(maxsize=4)
@@ -37,10 +46,22 @@ def _tvm_target(target):
     return target.tvm_target()
 
 
-def build(space: Space, config: Config, out_dir: str) -> dict[str, Any]:
-    """Apply ``config``, compile it, and link it as ``out_dir/<uuid>.so``."""
+def build(space: Space, config: Config, out_dir: str, fault: str | None = None) -> dict[str, Any]:
+    """Apply ``config``, compile it, and link it as ``out_dir/<uuid>.so``.
+
+    A failure while the output or temporary directory is (almost) full is raised as an
+    :class:`~.faults.InfrastructureFault`: the compiler's error is then not the schedule's fault.
+    """
     t0 = time.perf_counter()
-    path = compile_library(space.apply(config), space.target, out_dir)
+    try:
+        if fault == "nospace":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), out_dir)
+        path = compile_library(space.apply(config), space.target, out_dir)
+    except Exception as exc:
+        cause = infrastructure_cause(exc) or low_disk(out_dir, tempfile.gettempdir())
+        if cause:
+            raise InfrastructureFault(f"{cause}: {type(exc).__name__}: {str(exc)[:1500]}") from exc
+        raise
     return {"path": path, "seconds": time.perf_counter() - t0}
 
 
@@ -98,13 +119,14 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 def run_local(space: Space, config: Config, path: str, *, check: bool, protocol: TimingProtocol,
               fault: str | None = None) -> dict[str, Any]:
-    """The local runner: load the library at ``path`` on this machine's CPU, then :func:`check_and_time`."""
+    """The local runner: load the library at ``path`` on this machine's CPU, then :func:`check_and_time`.
+
+    The library is left in place (the measurer removes it once the kernel has its record, so that a
+    measurement the machine interrupted can be repeated).
+    """
     import tvm
 
-    try:
-        module = tvm.runtime.load_module(path)
-    finally:
-        Path(path).unlink(missing_ok=True)
+    module = tvm.runtime.load_module(path)
     return check_and_time(module, tvm.cpu(0), space, config, check=check, protocol=protocol, fault=fault)
 
 
@@ -124,8 +146,11 @@ def check_and_time(module, device, space: Space, config: Config, *, check: bool,
         arrays[-1] = np.full_like(arrays[-1], np.nan)  # outputs the kernel forgets to write then fail
     args = [tvm.runtime.tensor(a, device) for a in arrays]
 
+    mark("kernel")  # from here on, a fault signal is the kernel's (see .faults)
     if fault == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
+    elif fault == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
     elif fault == "hang":
         while True:
             time.sleep(3600)

@@ -73,11 +73,12 @@ from typing import Any
 
 import numpy as np
 
+from ...checks import integer
 from ...config import Config
 from ...factors import divisors, prime_factors
 from ...target import Target
 from ...workloads import Conv2d, Matmul, Workload
-from ..base import Space, SpaceError
+from ..base import MAX_HOPS, Space, SpaceError
 from .calibration import calibrate
 from .catalogue import Catalogue, CatalogueMissing, Microkernel, load_catalogue
 from .codegen import LAMBDA, ROLES, Plan, build_prim_func, pack_conv2d, unpack_conv2d, vector_blocks
@@ -390,8 +391,7 @@ class MicrokernelSpace(Space):
         its source); change ``parallel`` by one; or switch to another selection
         of the same class sizes that covers the same extent (so all trip counts stay valid).
         """
-        if hops < 1:
-            raise ValueError(f"hops must be >= 1, got {hops}")
+        hops = integer("hops", hops, minimum=1, maximum=MAX_HOPS)
         self.check(config)
         frontier, seen = {config}, {config}
         for _ in range(hops):
@@ -464,6 +464,7 @@ class MicrokernelSpace(Space):
         return 11 + self.max_stack * self._slot_width + 1
 
     def encode(self, config: Config) -> np.ndarray:
+        self.check(config)
         selection = self.selection_of(config)
         out = np.zeros(self.encoding_size, dtype=np.float32)
         out[:11] = self.selection_features(selection)
@@ -508,6 +509,7 @@ class MicrokernelSpace(Space):
         return tvm.IRModule({"main": build_prim_func(self.workload, self.plan(config))})
 
     def describe(self, config: Config) -> str:
+        self.check(config)
         selection = self.selection_of(config)
         stack = self.stack_of(config)
         p = config["parallel"]
@@ -519,6 +521,7 @@ class MicrokernelSpace(Space):
                 f"{' '.join(loops) or '-'}" + (" (* parallel)" if p else " (sequential)"))
 
     def info(self, config: Config) -> dict[str, Any]:
+        self.check(config)
         selection = self.selection_of(config)
         fraction = self.fractions.get(selection.kernel)
         return {

@@ -36,11 +36,13 @@ from math import prod
 
 import numpy as np
 
+from ...checks import generator, integer, is_integer
 from ...config import Config
-from ...factors import divisors, factorizations
+from ...errors import InvalidArgumentError, InvalidTypeError
+from ...factors import count_factorizations, divisors, nth_factorization
 from ...target import Target
 from ...workloads import Workload
-from ..base import Space, SpaceError
+from ..base import MAX_HOPS, Space, SpaceError
 from .features import FEATURE_NAMES, generic_feature_names, generic_features, normalise, scaled_features, tile_features
 
 SPATIAL_LEVELS = 4
@@ -73,8 +75,8 @@ class TilesSpace(Space):
         super().__init__(workload, target)
         if target.kind != "llvm":
             raise SpaceError(f"the tiles space targets LLVM CPUs; got target kind {target.kind!r}")
-        self.unroll_choices = tuple(unroll_choices)
-        self.max_innermost = max_innermost
+        self.unroll_choices = _unroll_choices(unroll_choices)
+        self.max_innermost = integer("max_innermost", max_innermost, minimum=1)
         self.loops = workload.loops
         self.levels = {lp.name: SPATIAL_LEVELS if lp.kind == "spatial" else REDUCTION_LEVELS for lp in self.loops}
         self.extents = {lp.name: lp.extent for lp in self.loops}
@@ -127,22 +129,33 @@ class TilesSpace(Space):
 
     # -- sampling and moves ---------------------------------------------------
     def sample(self, rng: np.random.Generator) -> Config:
+        generator("rng", rng)
         values: dict[str, object] = {}
         for lp in self.loops:
-            options = factorizations(lp.extent, self.levels[lp.name], self.max_innermost)
-            values[lp.name] = options[int(rng.integers(len(options)))]
+            # The index of a uniformly drawn factorisation, built without listing them all.
+            count = count_factorizations(lp.extent, self.levels[lp.name], self.max_innermost)
+            values[lp.name] = nth_factorization(lp.extent, self.levels[lp.name], self.max_innermost,
+                                                int(rng.integers(count)))
         values["unroll"] = self.unroll_choices[int(rng.integers(len(self.unroll_choices)))]
         values["cache_write"] = int(rng.integers(2))
         return Config(values)
 
     def coordinate_index(self, config: Config, coord: Coordinate) -> int:
+        """The index of ``config``'s value of coordinate ``coord`` in the coordinate's choices."""
+        self.check(config)
+        if coord not in self.coordinates:
+            raise SpaceError(f"{coord!r} is not a coordinate of this space")
+        return self._index(config, coord)
+
+    @staticmethod
+    def _index(config: Config, coord: Coordinate) -> int:
         value = config[coord.knob] if coord.level < 0 else config[coord.knob][coord.level]
         return coord.choices.index(value)
 
     def _hopped_value(self, config: Config, coordinate: int, direction: int):
         """The knob value after the hop, or None if the hop leaves the space."""
         coord = self.coordinates[coordinate]
-        index = self.coordinate_index(config, coord) + direction
+        index = self._index(config, coord) + direction
         if not 0 <= index < len(coord.choices):
             return None
         value = coord.choices[index]
@@ -161,11 +174,19 @@ class TilesSpace(Space):
 
     def hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
         """Move one coordinate one step (+1 / -1) in its sorted list; None if that leaves the space."""
+        self.check(config)
+        coordinate = integer("coordinate", coordinate, minimum=0, maximum=len(self.coordinates) - 1)
+        if not is_integer(direction) or direction not in (1, -1):
+            raise InvalidArgumentError(f"direction must be +1 or -1, got {direction!r}")
+        return self._hop(config, coordinate, int(direction))
+
+    def _hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
         value = self._hopped_value(config, coordinate, direction)
         return None if value is None else config.replace(**{self.coordinates[coordinate].knob: value})
 
     def hop_mask(self, config: Config) -> np.ndarray:
         """``mask[2 * i + (0 if up else 1)]``: whether hopping coordinate ``i`` up/down stays in the space."""
+        self.check(config)
         return np.array([self._hopped_value(config, i, d) is not None
                          for i in range(len(self.coordinates)) for d in (1, -1)], dtype=bool)
 
@@ -177,15 +198,15 @@ class TilesSpace(Space):
         if the result is valid (seed 000: the n-hop neighbourhood has at most
         C(m, n) * 2^n members). Duplicates and the config itself are removed.
         """
-        if hops < 1:
-            raise ValueError(f"hops must be >= 1, got {hops}")
+        self.check(config)
+        hops = integer("hops", hops, minimum=1, maximum=MAX_HOPS)
         seen = {config}
         out: list[Config] = []
         for coords in itertools.combinations(range(len(self.coordinates)), hops):
             for directions in itertools.product((1, -1), repeat=hops):
                 current: Config | None = config
                 for c, d in zip(coords, directions):
-                    current = self.hop(current, c, d)
+                    current = self._hop(current, c, d)
                     if current is None:
                         break
                 if current is not None and current not in seen:
@@ -199,25 +220,31 @@ class TilesSpace(Space):
         return len(self.coordinates)
 
     def encode(self, config: Config) -> np.ndarray:
+        self.check(config)
         out = np.empty(len(self.coordinates), dtype=np.float32)
         for i, coord in enumerate(self.coordinates):
             span = len(coord.choices) - 1
-            out[i] = self.coordinate_index(config, coord) / span if span else 0.0
+            out[i] = self._index(config, coord) / span if span else 0.0
         return out
 
     def features(self, config: Config) -> np.ndarray:
+        self.check(config)
         return tile_features(self, config)
 
     def scaled_features(self, config: Config) -> np.ndarray:
+        self.check(config)
         return scaled_features(tile_features(self, config))
 
     def normalised_features(self, config: Config) -> np.ndarray:
+        self.check(config)
         return normalise(tile_features(self, config))
 
     def generic_features(self, config: Config) -> np.ndarray:
+        self.check(config)
         return generic_features(self, config)
 
     def describe(self, config: Config) -> str:
+        self.check(config)
         parts = [f"{lp.name}={'x'.join(map(str, config[lp.name]))}" for lp in self.loops if lp.extent > 1]
         return " ".join(parts + [f"unroll={config['unroll']}", f"cache_write={config['cache_write']}"])
 
@@ -251,6 +278,17 @@ class TilesSpace(Space):
             _schedule_pad(sch)
         sch.decompose_reduction(block, r0[0])
         return sch.mod
+
+
+def _unroll_choices(value) -> tuple[int, ...]:
+    """``unroll_choices`` as a tuple of distinct non-negative ints (a sequence of them is required)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, np.ndarray)):
+        raise InvalidTypeError(f"unroll_choices must be a list of auto-unroll steps such as {list(UNROLL_CHOICES)}, "
+                               f"got {type(value).__name__} {value!r:.40}")
+    if not len(value) or not all(is_integer(v) and v >= 0 for v in value) or len(set(map(int, value))) != len(value):
+        raise InvalidArgumentError(f"unroll_choices must be distinct integers >= 0, such as {list(UNROLL_CHOICES)}; "
+                                   f"got {list(value)!r:.60}")
+    return tuple(int(v) for v in value)
 
 
 def _main_block(workload: Workload) -> str:
