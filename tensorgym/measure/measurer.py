@@ -13,6 +13,12 @@
   ``timeout``; one whose output differs from NumPy is a ``wrong_result``.
   The runner is restarted and the batch goes on.
 
+**Cheaper measurements.** Given the fastest latency known for a workload
+(``incumbent_s``, which the :class:`~tensorgym.evaluator.Evaluator` reads from
+the database), the runner times a kernel whose first call is already several
+times slower with one sample only (``Record.timing == "short"``); the
+incumbent improves as faster kernels of the batch are timed.
+
 The default runner is a :class:`~tensorgym.measure.runner.LocalRunner`
 (a child process on this machine); other runners (remote devices, GPUs)
 are passed in. The measurer holds no results: persisting them is the
@@ -28,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ..config import Config
-from ..record import Record, Status, summarize_samples
+from ..record import BUSY_SHARE, Record, Status, summarize_samples
 from ..spaces.base import Space
 from ..target import Target, resolve_target
 from .protocol import TimingProtocol
@@ -116,16 +122,24 @@ class Measurer:
 
     # -- measuring -------------------------------------------------------------
     def measure(self, space: Space, configs: Sequence[Config], *, check: bool = True,
-                on_record: Callable[[Record], None] | None = None) -> list[Record]:
+                on_record: Callable[[Record], None] | None = None,
+                incumbent_s: float | None = None) -> list[Record]:
         """Build, check (if ``check``) and time ``configs``; one record each, in order.
 
         ``on_record`` is called with each record as soon as it exists (to persist it).
+        ``incumbent_s``: the fastest latency known for the workload (None: time every kernel in full).
         """
-        return self.measure_pairs([(space, c) for c in configs], check=check, on_record=on_record)
+        incumbents = {space.workload.key: incumbent_s} if incumbent_s else None
+        return self.measure_pairs([(space, c) for c in configs], check=check, on_record=on_record,
+                                  incumbents=incumbents)
 
     def measure_pairs(self, kernels: Sequence[tuple[Space, Config]], *, check: bool = True,
-                      on_record: Callable[[Record], None] | None = None) -> list[Record]:
-        """:meth:`measure` for ``(space, config)`` pairs of possibly different spaces, built together."""
+                      on_record: Callable[[Record], None] | None = None,
+                      incumbents: Mapping[str, float] | None = None) -> list[Record]:
+        """:meth:`measure` for ``(space, config)`` pairs of possibly different spaces, built together.
+
+        ``incumbents``: the fastest latency known per workload key (see :meth:`measure`).
+        """
         for space, _ in kernels:
             if space.target.fingerprint != self.target.fingerprint:
                 raise ValueError(f"space is for target {space.target.label}, this measurer for {self.target.label}")
@@ -139,14 +153,20 @@ class Measurer:
                          timeout=self.build_timeout)
         build_share = (time.monotonic() - t0) / len(kernels)
         self.kernels_built += len(kernels)
+        best = dict(incumbents or {})
         records = []
         for (space, config), built in zip(kernels, builds):
-            records.append(self._run_one(space, config, built, check, build_share))
+            key = space.workload.key
+            record = self._run_one(space, config, built, check, build_share, best.get(key))
+            if record.ok and not record.short and not record.busy and record.latency_s < best.get(key, float("inf")):
+                best[key] = record.latency_s
+            records.append(record)
             if on_record is not None:
-                on_record(records[-1])
+                on_record(record)
         return records
 
-    def _run_one(self, space: Space, config: Config, built: Outcome, check: bool, build_share: float) -> Record:
+    def _run_one(self, space: Space, config: Config, built: Outcome, check: bool, build_share: float,
+                 incumbent_s: float | None = None) -> Record:
         build_s = built.value["seconds"] if built.ok else built.seconds
         base = dict(workload=space.workload.key, target=self.target.fingerprint, space=space.name, config=config,
                     build_s=build_s, wall_s=build_share, created=time.time())
@@ -155,7 +175,7 @@ class Measurer:
             return Record(status=status, error=f"build: {built.error}"[:4000], **base)
         timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
         ran = self.runner.run(space, config, built.value["path"], check=check, timeout=timeout,
-                              fault=self.faults.get(config))
+                              fault=self.faults.get(config), incumbent_s=incumbent_s)
         self.kernels_run += 1
         base["run_s"] = ran.seconds
         base["wall_s"] += ran.seconds
@@ -167,5 +187,10 @@ class Measurer:
         if result["status"] != "ok":
             return Record(status=Status(result["status"]), error=result.get("error", ""), **base)
         median, cv = summarize_samples(result["samples"])
+        if result.get("contention") is not None and result["contention"] > BUSY_SHARE:
+            log.debug("%s: timed while other processes took %.0f %% of the cores", space.workload.label,
+                        100 * result["contention"])
         return Record(status=Status.OK, latency_s=median, latency_cv=cv, samples=tuple(result["samples"]),
-                      number=result["number"], gflops=space.workload.gflops(median), **base)
+                      number=result["number"], gflops=space.workload.gflops(median),
+                      timing=result.get("timing", "full"), contention=result.get("contention"),
+                      dropped=result.get("dropped", 0), **base)
