@@ -49,7 +49,7 @@ from .catalogue import (
     DEFAULT_THRESHOLD, Catalogue, CatalogueEntry, EnumerationRules, Microkernel, catalogue_path,
     enumerate_microkernels,
 )
-from .codegen import REPEAT, Plan, build_prim_func, pack_conv2d, unpack_conv2d, vector_blocks
+from .codegen import ALL_PACKED, REPEAT, Plan, build_prim_func, pack_conv2d, unpack_conv2d, vector_blocks
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class MicrokernelBenchmark(_MeasurementOnly):
         sizes = (("f", mk.vec), ("y", mk.h), ("x", mk.w), ("rc", mk.c), ("ry", mk.r), ("rx", mk.s))
         stack = (("n", cores), (REPEAT, repeats)) if repeats > 1 else (("n", cores),)
         return Plan("conv2d", sizes, None, BENCH_REUSE, stack, (0, 1) if cores > 1 else (0, 0), lanes,
-                    prepacked=True)
+                    packing=ALL_PACKED)
 
     def apply(self, config: Config):
         import tvm
