@@ -169,7 +169,7 @@ def onednn_kernel(verbose: str) -> str:
             else:
                 impls.append(f"{fields[5]} {fields[6]}")
     if not impls:
-        return "oneDNN (no primitive reported)"
+        return "not oneDNN: PyTorch's own kernel"
     return impls[-1] + (f" + {reorders} reorder{'s' * (reorders > 1)} per call" if reorders else "")
 
 
@@ -260,7 +260,7 @@ def _torch_call(torch, workload: Workload, library: str, layout: str, inputs):
                 data = data.contiguous(memory_format=torch.channels_last)
                 kernel = kernel.contiguous(memory_format=torch.channels_last)
             return (lambda: torch.nn.functional.conv2d(data, kernel, stride=workload.stride,
-                                                       padding=workload.padding)), f"torch {version} oneDNN"
+                                                       padding=workload.padding)), f"torch {version}"
         data = data.contiguous(memory_format=torch.channels_last)
         packed = torch._C._nn.mkldnn_reorder_conv2d_weight(kernel.to_mkldnn(), padding, stride, [1, 1], 1,
                                                            list(data.shape))

@@ -226,6 +226,7 @@ class Tuner:
         self._charged = 0.0  # seconds charged for trials
         self.measured = 0
         self.reused = 0
+        self.busy_trials = 0  # trials whose timing saw other processes take the cores (Record.busy)
         self.callback = as_callback(callback)
         self._ended = False
         self.callback.on_start(label or evaluator.space.workload.label, self.budget)
@@ -317,6 +318,7 @@ class Tuner:
             self._best = record
         self.measured += fresh
         self.reused += not fresh
+        self.busy_trials += record.busy
         self.trials.append(Trial(len(self.trials) + 1, self.elapsed, record.config, record.status.value,
                                  record.gflops, self._best.gflops if self._best else 0.0, fresh))
         self.callback.on_trial(self.trials[-1])
@@ -339,5 +341,6 @@ class Tuner:
             best_gflops=self._best.gflops if self._best else 0.0,
             best_latency_s=self._best.latency_s if self._best else None,
             best_latency_cv=self._best.latency_cv if self._best else None, measured=self.measured,
-            reused=self.reused, wall_s=time.monotonic() - self._start, extra=dict(extra),
+            reused=self.reused, wall_s=time.monotonic() - self._start,
+            extra={"busy_trials": self.busy_trials, "best_busy": bool(self._best and self._best.busy), **extra},
         )
