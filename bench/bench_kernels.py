@@ -33,6 +33,12 @@ Run on a quiet machine; the full benchmark takes about 1.5-2.5 hours on 2 cores:
 
     python bench/bench_kernels.py --json bench/reports/bench_kernels.json
 
+The default combinations: DGD in the tiles space on the NCHW layer as is
+(``tiles-dgd``) and with in-kernel NCHWc packing (``tiles-dgd-packed``),
+random-structured in the microkernel space packing in the kernel
+(``microkernel-in-kernel``) and on the NHWC layer with its weights packed once
+(``microkernel-nhwc-weights``, compare with oneDNN's pre-packed NHWC).
+
 Smoke run (about 3 minutes)::
 
     python bench/bench_kernels.py --layers Conv2d-ResNet-R5-v0 --budgets 2 --combos tiles-random \
@@ -53,9 +59,11 @@ from pathlib import Path
 
 DEFAULT_LAYERS = ("Conv2d-ResNet-R1-v0,Conv2d-ResNet-R5-v0,Conv2d-ResNet-R8-v0,Conv2d-ResNet-R11-v0,"
                   "Conv2d-YOLO-Y9-v0,Conv2d-YOLO-Y10-v0,Matmul-BERT-M1-v0,Matmul-BERT-M3-v0")
-# name -> (agent, space, conv layout, microkernel packing); matmuls ignore the layout
+# name -> (agent, space, conv layout, packing); matmuls ignore the layout, and the tiles space's packing
 COMBOS = {
     "tiles-dgd": ("dgd", "tiles", "NCHW", None),
+    "tiles-dgd-packed": ("dgd", "tiles", "NCHW", "in-kernel"),
+    "tiles-dgd-packed-weights": ("dgd", "tiles", "NCHW", "weights"),
     "tiles-dgd-nhwc": ("dgd", "tiles", "NHWC", None),
     "tiles-random": ("random", "tiles", "NCHW", None),
     "microkernel-in-kernel": ("random-structured", "microkernel", "NCHW", "in-kernel"),
@@ -63,7 +71,7 @@ COMBOS = {
     "microkernel-nchwc-weights": ("random-structured", "microkernel", "NCHWc", "weights"),
     "metaschedule": ("metaschedule", "tiles", "NCHW", None),
 }
-DEFAULT_COMBOS = "tiles-dgd,tiles-dgd-nhwc,microkernel-in-kernel,microkernel-nhwc-weights"
+DEFAULT_COMBOS = "tiles-dgd,tiles-dgd-packed,microkernel-in-kernel,microkernel-nhwc-weights"
 TRIAL_COST_LAYERS = ("Conv2d-ResNet-R5-v0", "Matmul-BERT-M3-v0")
 
 
@@ -185,8 +193,14 @@ def main(argv: list[str] | None = None) -> int:
             base = workloads[layer]
             print(f"\n== {layer}: {base.describe()}, {base.gflop:.3f} GFLOP", flush=True)
             runs = []  # (combo, budget, space, result, weights kind)
+            done = set()
             for combo in combos:
                 agent, space_name, layout, packing = COMBOS[combo]
+                if not isinstance(base, Conv2d):  # a matmul has no layout, and the tiles space does not pack it
+                    layout, packing = "NCHW", None if space_name == "tiles" else packing
+                if (agent, space_name, layout, packing) in done:
+                    continue
+                done.add((agent, space_name, layout, packing))
                 wl = base.with_layout(layout) if isinstance(base, Conv2d) else base
                 options = {"packing": packing} if packing else {}
                 env = make_env(wl, space=space_name, db=db, measurer=measurer, **options)

@@ -86,3 +86,28 @@ def test_weight_packing_is_done_once_per_layer(catalogue):
 def test_unknown_packings_are_refused(catalogue):
     with pytest.raises(SpaceError, match="packing must be one of"):
         MicrokernelSpace(conv2d(1, 16, 8, 8, 32, 3, 3), TARGET, catalogue=catalogue, packing="sometimes")
+
+
+@pytest.mark.parametrize("packing", ["in-kernel", "weights"])
+def test_tiles_packing_vectorises_output_channels_of_nchw_convolutions(packing, measurer):
+    wl = conv2d(1, 32, 9, 9, 48, 3, 3, 2, 1)
+    space = TilesSpace(wl, TARGET, packing=packing)
+    assert [lp.name for lp in space.loops][:5] == ["n", "fo", "y", "x", "fi"]
+    configs = space.sample_many(np.random.default_rng(1), 2)
+    assert all(np.all(np.isfinite(space.features(c))) for c in configs)
+    records = measurer.measure(space, configs)
+    assert all(r.ok for r in records), [r.error[:300] for r in records]
+    assert ("pre-pass" in space.info(configs[0])["packing"]) == (packing == "weights")
+    # A packed config is no config of the unpacked space: their records never mix.
+    assert not TilesSpace(wl, TARGET).is_valid(configs[0])
+
+
+def test_tiles_packing_refuses_what_it_cannot_pack():
+    with pytest.raises(SpaceError, match="blocks of 16"):
+        TilesSpace(conv2d(1, 3, 9, 9, 48, 3, 3), TARGET, packing="in-kernel")
+    with pytest.raises(SpaceError, match="NCHW conv2d"):
+        TilesSpace(conv2d(1, 16, 9, 9, 48, 3, 3, layout="NHWC"), TARGET, packing="in-kernel")
+    with pytest.raises(SpaceError, match="NCHW conv2d"):
+        TilesSpace(matmul(16, 16, 16), TARGET, packing="in-kernel")
+    with pytest.raises(SpaceError, match="must be one of"):
+        TilesSpace(conv2d(1, 16, 9, 9, 48, 3, 3), TARGET, packing="always")
