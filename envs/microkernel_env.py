@@ -328,7 +328,7 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
         if self._last is not None:
             record = self._last
             info.update(config=record.config.to_json(), gflops=record.gflops, latency_s=record.latency_s,
-                        latency_cv=record.latency_cv,
+                        latency_cv=record.latency_cv, timing=record.timing, busy=record.busy,
                         fraction_of_peak=(record.gflops / self.reward_scale) if record.ok else None,
                         measurements=self.evaluator.measured, **self.search_space.info(record.config))
         return info
