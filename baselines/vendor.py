@@ -211,6 +211,7 @@ def _time_here(workload: Workload, library: str, layout: str, protocol: TimingPr
         out = call()
         name = f"numpy {np.__version__}"
         kernel = blas_kernel()
+        timing = protocol.time_callable(call)
     else:
         import torch
 
@@ -218,21 +219,14 @@ def _time_here(workload: Workload, library: str, layout: str, protocol: TimingPr
         with torch.no_grad():
             call, name = _torch_call(torch, workload, library, layout, inputs)
             out = _torch_output(workload, call())
-            if library == "torch" and isinstance(workload, Matmul):
-                with torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
-                    verbose = _capture_stdout(call)
-                kernel = mkl_kernel(verbose)
-            elif library == "mkl":
-                with torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
-                    verbose = _capture_stdout(call)
-                kernel = mkl_kernel(verbose) + ", packed weights"
-            else:
+            # One call with the library's verbose output on names the kernel it ran; never while timing.
+            if library == "onednn" or isinstance(workload, Conv2d):
                 with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
-                    verbose = _capture_stdout(call)
-                kernel = onednn_kernel(verbose)
+                    kernel = onednn_kernel(_capture_stdout(call))
+            else:
+                with torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
+                    kernel = mkl_kernel(_capture_stdout(call)) + (", packed weights" if library == "mkl" else "")
             timing = protocol.time_callable(call)
-    if library == "numpy":
-        timing = protocol.time_callable(call)
     median, cv = summarize_samples(timing.samples)
     shown_layout = layout.replace(" pre-packed", ", weights pre-packed") if layout != "pre-packed" \
         else "row-major, weights pre-packed"

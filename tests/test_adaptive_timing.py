@@ -36,3 +36,12 @@ def test_slow_kernels_are_timed_short_and_in_full_once_they_matter(measurer, tmp
         assert best is not None and best.timing == "full" and len(best.samples) >= 3
         stored = db.get(best.workload, best.target, best.space, best.config)
         assert stored.timing == "full" and stored.id == next(r.id for r in records if r.config == best.config)
+
+
+def test_env_info_says_how_the_kernel_was_timed(measurer, tmp_path):
+    import tensorgym
+
+    env = tensorgym.make_env(matmul(32, 32, 32), db=str(tmp_path / "env.db"), measurer=measurer)
+    _, info = env.reset(seed=0)
+    assert info["timing"] in ("full", "short") and isinstance(info["busy"], bool)
+    env.close()

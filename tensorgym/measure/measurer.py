@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ..config import Config
-from ..record import BUSY_SHARE, Record, Status, summarize_samples
+from ..record import Record, Status, summarize_samples
 from ..spaces.base import Space
 from ..target import Target, resolve_target
 from .protocol import TimingProtocol
@@ -187,9 +187,6 @@ class Measurer:
         if result["status"] != "ok":
             return Record(status=Status(result["status"]), error=result.get("error", ""), **base)
         median, cv = summarize_samples(result["samples"])
-        if result.get("contention") is not None and result["contention"] > BUSY_SHARE:
-            log.debug("%s: timed while other processes took %.0f %% of the cores", space.workload.label,
-                        100 * result["contention"])
         return Record(status=Status.OK, latency_s=median, latency_cv=cv, samples=tuple(result["samples"]),
                       number=result["number"], gflops=space.workload.gflops(median),
                       timing=result.get("timing", "full"), contention=result.get("contention"),

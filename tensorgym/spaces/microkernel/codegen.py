@@ -37,6 +37,24 @@ Layouts (k vectorised, seed 003 B.1):
 
 Output channels (conv) or columns (matmul) that are not a multiple of the
 vector width are zero-padded up to one (seed 003 does the same for Yolo9000-23).
+
+Where a whole kernel loses the peak its microkernel reaches alone (calibration
+times the microkernel on hot, pre-packed data), as ``bench/kernel_anatomy.py``
+shows without timing anything:
+
+* not in the microkernel's code: the hottest loop of the 28-accumulator
+  ``vec2 h1 w14`` microkernel on ResNet-50 R5 is 28 FMAs, 14 broadcasts, 2
+  weight loads and 5 loop instructions, with no spill; two FMA pipes need 14
+  cycles for it, and its loads and instructions fit beside them;
+* in the packing the kernel does itself: with NCHW tensors packed in the
+  kernel, R5 moves 2.84 MB per call through its packing stages, twice the
+  1.39 MB the convolution itself must read and write, in 3 more parallel
+  regions (launches and barriers of the thread pool). The weights pre-pass
+  leaves 1.67 MB, and an NHWC or NCHWc layer with the weights pre-pass 0.86 MB
+  (the zero-padded input copy) in one more region; everything pre-packed, none;
+* what remains: input and weights stream from L2 for every microkernel call
+  (in calibration they stay in L1), and the reduction tile loops above the
+  reuse loop load and store the accumulators once per trip.
 """
 
 from __future__ import annotations
