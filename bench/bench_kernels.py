@@ -19,12 +19,14 @@ Part 2, trial cost. The mean and median wall seconds per freshly measured
 trial (``Record.wall_s``: the trial's share of its batch's build phase plus its
 check and timing) of the ``random`` agent on R5 and M3, ``--trial-budget``
 trials, seed 0, as this version measures them (``after``). The ``before``
-figures come from a database made by any other version (``--before-db``, e.g.
-main at 2bef83c: ``tensorgym tune Conv2d-ResNet-R5-v0 --agent random --budget 64
---seed 0 --no-vendor --db before.db`` and the same for ``Matmul-BERT-M3-v0``;
-it is read from a copy, so the file is left as it was), or, with
-``--emulate-before``, from this version with adaptive timing and busy re-timing
-switched off (the timing protocol of 2bef83c), labelled as such.
+figures come from:
+
+* ``--before-checkout DIR``: the source tree of the earlier version (e.g.
+  ``git archive 2bef83c | tar -x -C DIR``), run by this Python with that tree
+  first on the path, the same agent, budget and seed, into its own database;
+* or ``--before-db PATH``: a database any version made that way (read from a copy);
+* or ``--emulate-before``: this version with short timing and busy re-timing
+  switched off (the timing protocol of 2bef83c), labelled as such.
 
 Peak: the fp32 FMA peak kernel of the calibration, measured here (best of 3),
 keyed by the target fingerprint printed with every table.
@@ -38,6 +40,11 @@ The default combinations: DGD in the tiles space on the NCHW layer as is
 random-structured in the microkernel space packing in the kernel
 (``microkernel-in-kernel``) and on the NHWC layer with its weights packed once
 (``microkernel-nhwc-weights``, compare with oneDNN's pre-packed NHWC).
+
+With the trial cost of 2bef83c (the version before this benchmark existed)::
+
+    git archive 2bef83c | tar -x -C /tmp/tg-2bef83c   # in the repository, after mkdir /tmp/tg-2bef83c
+    python bench/bench_kernels.py --before-checkout /tmp/tg-2bef83c --json bench/reports/bench_kernels.json
 
 Smoke run (about 3 minutes)::
 
@@ -117,7 +124,9 @@ def trial_costs(db_path: str, layers=TRIAL_COST_LAYERS, space: str = "tiles") ->
                 walls = [r.wall_s for r in records]
                 out[layer] = {"trials": len(walls), "mean_s": statistics.fmean(walls) if walls else None,
                               "median_s": statistics.median(walls) if walls else None,
-                              "short": sum(r.short for r in records), "busy": sum(r.busy for r in records)}
+                              "short": sum(r.short for r in records),
+                              "busy": (sum(r.busy for r in records)
+                                       if any(r.contention is not None for r in records) else "unknown")}
     return out
 
 
@@ -137,6 +146,32 @@ def run_trial_cost(budget: int, db_path: str, measurer_protocol=None) -> None:
             env.close()
 
 
+def run_trial_cost_of(checkout: str, budget: int, db_path: str, tree: Path) -> None:
+    """The trial-cost runs made by another version's source tree, in subprocesses of this Python.
+
+    The tree's ``envs``, ``agents`` and ``baselines`` are laid out as subpackages
+    of its ``tensorgym`` (what the package's ``package-dir`` mapping does when
+    installed) and put first on the path, so neither the process nor its worker
+    processes import a module of this version.
+    """
+    import os
+    import subprocess
+
+    source = Path(checkout)
+    if not (source / "tensorgym" / "cli").is_dir():
+        raise SystemExit(f"error: {checkout} holds no tensorgym source tree")
+    shutil.copytree(source / "tensorgym", tree / "tensorgym")
+    for sub in ("envs", "agents", "baselines"):
+        if (source / sub).is_dir():
+            shutil.copytree(source / sub, tree / "tensorgym" / sub)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cli = "import sys; from tensorgym.cli import main; sys.exit(main(sys.argv[1:]))"
+    for layer in TRIAL_COST_LAYERS:
+        subprocess.run([sys.executable, "-c", cli, "tune", layer, "--agent", "random", "--budget", str(budget),
+                        "--seed", "0", "--no-vendor", "-q", "--db", db_path], env=env, check=True, cwd=str(tree),
+                       stdout=subprocess.DEVNULL)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", default=DEFAULT_LAYERS, help="comma-separated env ids")
@@ -150,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-calibrate", action="store_true", help="do not calibrate the microkernels first")
     parser.add_argument("--trial-budget", type=int, default=64, help="random-agent trials for the trial cost (0: skip)")
     parser.add_argument("--before-db", default=None, help="database made by the earlier version (trial cost)")
+    parser.add_argument("--before-checkout", default=None,
+                        help="source tree of the earlier version: run its trial cost here (see the docs)")
     parser.add_argument("--emulate-before", action="store_true",
                         help="also measure the trial cost with adaptive timing and busy re-timing switched off")
     parser.add_argument("--progress", action="store_true", help="progress bars")
@@ -280,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
             before_db = str(Path(tmp) / "emulated-before.db")
             run_trial_cost(args.trial_budget, before_db, TimingProtocol(short_factor=0, busy_retime_ms=0))
             sources["before (emulated: no short timing, no busy re-timing)"] = trial_costs(before_db)
+        if args.before_checkout:
+            before_db = str(Path(tmp) / "before.db")
+            run_trial_cost_of(args.before_checkout, args.trial_budget, before_db, Path(tmp) / "before-tree")
+            sources[f"before ({args.before_checkout})"] = trial_costs(before_db)
         if args.before_db:
             sources[f"before ({args.before_db})"] = trial_costs(args.before_db)
         rows = []

@@ -371,13 +371,25 @@ def _measure_all(target: Target, candidates: Sequence[Microkernel], protocol: Ti
                 bar.close()
 
 
-def _peak(measurer: Measurer, target: Target) -> float:
-    """The FMA peak kernel measured once more (checked every time: it is cheap)."""
+def _peak(measurer: Measurer, target: Target, tries: int = 3) -> float:
+    """The FMA peak kernel measured once more (checked every time: it is cheap).
+
+    A measurement the measurer knows was taken while other processes took the
+    cores (``Record.busy``) is taken again, up to ``tries`` times in all: a peak
+    measured on a busy machine under-rates every microkernel compared with it.
+    """
     space = PeakKernel(target)
-    record = measurer.measure(space, [Config({})])[0]
-    if not record.ok:
-        raise RuntimeError(f"measuring the FMA peak failed ({record.status}): {record.error[:800]}")
-    return float(record.gflops)
+    best = None
+    for _ in range(tries):
+        record = measurer.measure(space, [Config({})], check=best is None)[0]
+        if not record.ok:
+            raise RuntimeError(f"measuring the FMA peak failed ({record.status}): {record.error[:800]}")
+        best = record if best is None or record.gflops > best.gflops else best
+        if not record.busy:
+            return float(record.gflops)
+    log.warning("the FMA peak was measured while other processes took %.0f %% of the cores: %.1f GFLOP/s "
+                "under-rates this machine; calibrate on a quiet machine", 100 * (best.contention or 0), best.gflops)
+    return float(best.gflops)
 
 
 def _measure_batch(measurer: Measurer, candidates: Sequence[Microkernel], spaces, configs, chunk: int, on_entry):
