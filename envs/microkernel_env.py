@@ -94,7 +94,8 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
     """Construct a microkernel-space config step by step; the measured kernel gives the final reward.
 
     Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s go to
-    :class:`~tensorgym.spaces.MicrokernelSpace` (``catalogue``, ``threshold``, ``prepacked``, ``cache_dir``).
+    :class:`~tensorgym.spaces.MicrokernelSpace` (``catalogue``, ``threshold``, ``packing``, ``prepacked``,
+    ``cache_dir``).
     ``backend="replay"`` is not supported: every episode's config is measured.
     """
 

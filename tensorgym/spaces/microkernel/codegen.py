@@ -168,13 +168,21 @@ def _pack_weights(canonical: Conv2d, lanes: int, kernel: np.ndarray) -> np.ndarr
 def pack_conv2d_weights(wl: Conv2d, lanes: int, kernel: np.ndarray) -> np.ndarray:
     """The weights pre-pass: ``kernel`` (in ``wl``'s layout) as ``[k/V][r][s][c][V]``, computed once per
     workload and cached (frameworks pack a layer's weights once, when the model is loaded)."""
-    key = (wl, lanes, kernel.shape, kernel.tobytes())
+
+    def pack() -> np.ndarray:
+        dummy = np.zeros(wl.input_shapes[0], dtype="float32")
+        return _pack_weights(wl.canonical(), lanes, wl.canonical_inputs(dummy, kernel)[1])
+
+    return _packed_once((wl, lanes, kernel.shape, kernel.tobytes()), pack)
+
+
+def _packed_once(key, pack) -> np.ndarray:
+    """``pack()``, read-only, cached under ``key`` (the last layer only: a runner times one layer after another)."""
     cached = _PACKED_WEIGHTS.get(key)
     if cached is None:
-        dummy = np.zeros(wl.input_shapes[0], dtype="float32")
-        cached = _pack_weights(wl.canonical(), lanes, wl.canonical_inputs(dummy, kernel)[1])
+        cached = pack()
         cached.setflags(write=False)
-        _PACKED_WEIGHTS.clear()  # one layer at a time: a runner times one workload after another
+        _PACKED_WEIGHTS.clear()
         _PACKED_WEIGHTS[key] = cached
     return cached
 
@@ -183,11 +191,16 @@ _PACKED_WEIGHTS: dict = {}
 
 
 def pack_matmul_weights(wl: Matmul, lanes: int, b: np.ndarray) -> np.ndarray:
-    """The weights pre-pass of a matmul: ``B[k][j]`` as ``Bp[j/V][k][V]`` (columns zero-padded to whole vectors)."""
-    nv = vector_blocks(wl.N, lanes)
-    bp = np.zeros((wl.K, nv * lanes), dtype="float32")
-    bp[:, :wl.N] = b
-    return np.ascontiguousarray(bp.reshape(wl.K, nv, lanes).transpose(1, 0, 2))
+    """The weights pre-pass of a matmul: ``B[k][j]`` as ``Bp[j/V][k][V]`` (columns zero-padded to whole
+    vectors), computed once per workload and cached like :func:`pack_conv2d_weights`."""
+
+    def pack() -> np.ndarray:
+        nv = vector_blocks(wl.N, lanes)
+        bp = np.zeros((wl.K, nv * lanes), dtype="float32")
+        bp[:, :wl.N] = b
+        return np.ascontiguousarray(bp.reshape(wl.K, nv, lanes).transpose(1, 0, 2))
+
+    return _packed_once((wl, lanes, b.shape, b.tobytes()), pack)
 
 
 def unpack_conv2d(wl: Conv2d, out: np.ndarray) -> np.ndarray:
