@@ -111,3 +111,15 @@ def test_tiles_packing_refuses_what_it_cannot_pack():
         TilesSpace(matmul(16, 16, 16), TARGET, packing="in-kernel")
     with pytest.raises(SpaceError, match="must be one of"):
         TilesSpace(conv2d(1, 16, 9, 9, 48, 3, 3), TARGET, packing="always")
+
+
+def test_tune_takes_a_layout_and_refuses_it_for_a_matmul(tmp_path, capsys):
+    from tensorgym.cli import main
+
+    db = str(tmp_path / "r.db")
+    assert main(["tune", "tensorgym/Matmul-v0", "--shape", "M=8,N=8,K=8", "--layout", "NHWC", "--db", db,
+                 "--budget", "1", "--no-vendor", "-q"]) == 2
+    assert "only conv2d workloads have a layout" in capsys.readouterr().err
+    assert main(["tune", "tensorgym/Conv2d-v0", "--shape", "C=16,H=6,F=16,R=3", "--layout", "NCHWc", "--db", db,
+                 "--budget", "1", "--no-vendor", "-q"]) == 0
+    assert "NCHWc" in capsys.readouterr().out

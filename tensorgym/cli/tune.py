@@ -25,6 +25,10 @@ def add_parser(subparsers) -> None:
                    help="search space (default: the agent's, tiles for most)")
     p.add_argument("--layout", choices=("NCHW", "NHWC", "NCHWc"), default=None,
                    help="conv2d data layout (default: the env's, NCHW); NHWC and NCHWc are oneDNN's")
+    p.add_argument("--packing", choices=("in-kernel", "weights", "all"), default=None,
+                   help="what the kernel receives packed: tiles space (NCHW conv2d) in-kernel or weights; "
+                        "microkernel space in-kernel (default), weights or all. The vendor reference is then "
+                        "one with pre-packed weights too")
     p.add_argument("--features", choices=("af", "generic"),
                    help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     check_budget(args.budget, args.time_budget)
     db = args.db if args.db is not None else default_path()
     print(f"database: {db}", file=sys.stderr)
-    env = make_env(workload, space=space, db=db)
+    env = make_env(workload, space=space, db=db, **({"packing": args.packing} if args.packing else {}))
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())
@@ -69,11 +73,14 @@ def run(args: argparse.Namespace) -> int:
         print("no config ran correctly; see `tensorgym show` for the errors")
     busy = result.extra.get("busy_trials", 0)
     if not args.no_vendor:
-        from tensorgym.baselines import VendorUnavailable, time_vendor
+        from tensorgym.baselines import VendorUnavailable, time_vendor, vendor_choices
         from tensorgym.baselines.vendor import ratio_text
 
         try:
-            ref = time_vendor(workload)
+            pre_packed = args.packing in ("weights", "all")
+            choice = next(((lib, lay) for lib, lay in vendor_choices(workload) if ("pre-packed" in lay) == pre_packed),
+                          (None, None))
+            ref = time_vendor(workload, *choice)
             rows.append((f"{ref.library} {ref.layout}", f"{ref.gflops:.1f}", f"{ref.latency_s * 1e3:.3f}",
                          f"{ref.latency_cv * 100:.1f}", "busy machine" if ref.busy else ""))
             if result.best_gflops:
