@@ -121,3 +121,25 @@ def test_records_timed_on_a_busy_machine_say_so(measurer, tmp_path):
     with Database(tmp_path / "r.db") as db:
         stored = db.commit(record)
         assert stored.busy and stored.contention == pytest.approx(record.contention)
+
+
+def test_retiming_sets_busy_rounds_aside():
+    from tensorgym.baselines.compare import retime_interleaved
+    from tensorgym.config import Config
+    from tensorgym.record import Record, Status
+
+    class ScriptedMeasurer:
+        """Each measure() gives a record with the next contention (busy ones read slow)."""
+
+        def __init__(self, contentions):
+            self.contentions = list(contentions)
+
+        def measure(self, space, configs, check=True):
+            share = self.contentions.pop(0)
+            return [Record("w", "t", "tiles", configs[0], Status.OK, latency_s=1.0, contention=share,
+                           gflops=1.0 if is_busy(share) else 10.0)]
+
+    kernel = [(None, Config({}))]
+    assert retime_interleaved(ScriptedMeasurer([0.0, 0.5, 0.0]), kernel, [], 3)[0] == [[10.0, 10.0]]
+    # Every round busy: what the busy machine gave is all there is (and each record says it was busy).
+    assert retime_interleaved(ScriptedMeasurer([0.5, 0.5]), kernel, [], 2)[0] == [[1.0, 1.0]]
