@@ -34,8 +34,9 @@ the kernel, the way TVM's x86 ``conv2d_NCHWc`` does:
 * ``packing="weights"``: the same, with the weights packed once by a cached
   pre-pass outside the timed region (as frameworks pack weights at load).
 
-Its configs tile the loops ``n, fo, y, x, fi, rco, ry, rx, rci`` (:attr:`TilesSpace.nest`)
-so they are never confused with unpacked configs of the same workload.
+Its configs tile the loops ``n, y, x, fo, fi, rco, ry, rx, rci`` (of :attr:`TilesSpace.nest`;
+``fo`` inside ``x``, so that each broadcast input value feeds every output-channel block of the
+register tile at once), so they are never confused with unpacked configs of the same workload.
 
 **Build cost.** ``unroll`` over a large register tile makes a long straight-line
 body for LLVM. Sampling 100+ random and deliberately extreme configs of R5, R7,
@@ -101,7 +102,7 @@ class TilesSpace(Space):
         self.max_innermost = max_innermost
         self.packing = packing
         self.nest: Workload = _packed_nest(workload, packing) if packing else workload
-        self.loops = self.nest.loops
+        self.loops = _register_order(self.nest.loops) if packing else self.nest.loops
         self.levels = {lp.name: SPATIAL_LEVELS if lp.kind == "spatial" else REDUCTION_LEVELS for lp in self.loops}
         self.extents = {lp.name: lp.extent for lp in self.loops}
         coords: list[Coordinate] = []
@@ -256,8 +257,9 @@ class TilesSpace(Space):
         sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
         block = sch.get_sblock(_main_block(self.workload))
         split = {}
-        for lp, loop in zip(self.loops, sch.get_loops(block)):
-            split[lp.name] = sch.split(loop, list(config[lp.name]))
+        handles = dict(zip((lp.name for lp in self.nest.loops), sch.get_loops(block)))
+        for lp in self.loops:
+            split[lp.name] = sch.split(handles[lp.name], list(config[lp.name]))
         spatial = [lp.name for lp in self.loops if lp.kind == "spatial"]
         reduction = [lp.name for lp in self.loops if lp.kind == "reduction"]
         level = lambda names, i: [split[n][i] for n in names]  # noqa: E731
@@ -311,6 +313,17 @@ def _packed_nest(workload: Workload, packing: str) -> Workload:
         raise SpaceError(f"tiles packing needs input and output channels in blocks of {CHANNEL_BLOCK}; "
                          f"{workload.label} has C={workload.C}, F={workload.F}")
     return workload.with_layout("NCHWc")
+
+
+def _register_order(loops):
+    """The packed nest's loops in the order its tiles nest: output blocks ``fo`` just outside the vectorised
+    ``fi``, so that in the register tile each input value broadcast feeds the FMAs of every output block
+    at once (pixels outer, channel blocks inner: the order of the microkernel space), instead of being
+    broadcast again for each block and kept live meanwhile, which spills the accumulators."""
+    spatial = [lp for lp in loops if lp.kind == "spatial"]
+    reduction = [lp for lp in loops if lp.kind == "reduction"]
+    by_name = {lp.name: lp for lp in spatial}
+    return tuple(by_name[n] for n in ("n", "y", "x", "fo", "fi")) + tuple(reduction)
 
 
 def packed_weights(nest: Conv2d, kernel: np.ndarray) -> np.ndarray:
