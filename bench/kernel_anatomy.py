@@ -15,10 +15,16 @@ pre-packed, NHWC with the weights pre-pass, NCHWc with the weights pre-pass):
   whether accumulators spill. On this machine an AVX-512 core issues two FMAs
   per cycle; a loop whose non-FMA work fits beside them runs at the FMA peak.
 
+``--tiles CONFIG`` (with ``--tiles-layout`` and ``--tiles-packing``) prints the
+same instruction mix for a config of the tiles space.
+
 Usage::
 
     python bench/kernel_anatomy.py                       # R5, the default config
     python bench/kernel_anatomy.py --layer Conv2d-YOLO-Y9-v0 --config '{...}'
+    python bench/kernel_anatomy.py --tiles '{"n":[1,1,1,1],"fo":[4,1,1,2],"y":[14,2,1,1],"x":[2,1,1,14],\
+        "fi":[1,1,1,16],"rco":[8,1],"ry":[3,1],"rx":[3,1],"rci":[1,16],"unroll":64,"cache_write":1}' \
+        --tiles-packing weights
 """
 
 from __future__ import annotations
@@ -79,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layer", default="Conv2d-ResNet-R5-v0")
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="a microkernel config (JSON)")
+    parser.add_argument("--tiles", default=None, help="instead: a tiles-space config (JSON)")
+    parser.add_argument("--tiles-layout", default="NCHW", choices=("NCHW", "NHWC", "NCHWc"))
+    parser.add_argument("--tiles-packing", default=None, choices=("in-kernel", "weights"))
     args = parser.parse_args(argv)
+    if args.tiles:
+        return tiles_anatomy(args.layer, args.tiles, args.tiles_layout, args.tiles_packing)
 
     import tvm
 
@@ -117,6 +128,28 @@ def main(argv: list[str] | None = None) -> int:
     print(f"config: {space.describe(config.replace(prepacked=KNOB[packing]))}")
     print(format_table(rows, ["layout, packing", "packing MB/call", "parallel regions", "FMAs", "broadcasts",
                               "vector loads", "vector stores", "stack vector moves", "other", "FMA share"]))
+    return 0
+
+
+def tiles_anatomy(layer: str, config_json: str, layout: str, packing: str | None) -> int:
+    """The hottest loop's instruction mix of one tiles-space config."""
+    import tvm
+
+    from tensorgym.measure.tasks import _tvm_target
+    from tensorgym.spaces import TilesSpace
+    from tensorgym.suites import all_suite_workloads
+    from tensorgym.target import local_cpu
+    from tensorgym.workloads import Conv2d
+
+    target = local_cpu()
+    wl = all_suite_workloads()[layer]
+    wl = wl.with_layout(layout) if isinstance(wl, Conv2d) else wl
+    space = TilesSpace(wl, target, packing=packing)
+    config = space.parse(config_json)
+    module = tvm.compile(space.apply(config), target=_tvm_target(target)).mod
+    mix = hottest_loop((module.imports[0] if module.imports else module).inspect_source("asm"))
+    print(f"{layer} {layout}{f' packing {packing}' if packing else ''}: {space.describe(config)}")
+    print(", ".join(f"{k} {v}" for k, v in mix.items()))
     return 0
 
 

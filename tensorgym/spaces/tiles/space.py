@@ -38,6 +38,16 @@ Its configs tile the loops ``n, y, x, fo, fi, rco, ry, rx, rci`` (of :attr:`Tile
 ``fo`` inside ``x``, so that each broadcast input value feeds every output-channel block of the
 register tile at once), so they are never confused with unpacked configs of the same workload.
 
+What reaches the FMA units (``bench/kernel_anatomy.py --tiles``): with the
+output tile accumulated in a local buffer (``cache_write=1``), no S2 tile
+(every level-2 spatial tile 1, so the buffer is indexed by constants once S3 is
+unrolled) and output channels vectorised (NHWC, or packed), LLVM keeps the
+register tile in registers: on R5 a 2 x 14 x 16-lane tile is 28 FMAs, 14
+broadcasts and 2 loads per step, as in the microkernel space. With an S2 tile
+the accumulators spill, and an NCHW nest (``x`` vectorised) is far worse: a
+4 x 8 x 28-lane R5 tile is one block of 4,672 instructions for 64 FMAs. That
+is what ``packing`` and the NHWC / NCHWc layouts are for.
+
 **Build cost.** ``unroll`` over a large register tile makes a long straight-line
 body for LLVM. Sampling 100+ random and deliberately extreme configs of R5, R7,
 Y9 and M3 on this LLVM (unroll 512 over up to 448 unrolled vector statements)
