@@ -31,7 +31,8 @@ figures come from:
 Peak: the fp32 FMA peak kernel of the calibration, measured here (best of 3),
 keyed by the target fingerprint printed with every table.
 
-Run on a quiet machine; the full benchmark takes about 1.5-2.5 hours on 2 cores::
+Run on a quiet machine; the full benchmark takes about 1-2 hours on 2 cores (plus ~4 minutes of
+microkernel calibration if no full catalogue is stored)::
 
     python bench/bench_kernels.py --json bench/reports/bench_kernels.json
 
