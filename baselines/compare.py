@@ -64,6 +64,8 @@ from tensorgym.envs.base import TuningEnv, tuning_env
 from tensorgym.envs.registration import PARAMETRIC_IDS, make_env, workload_of
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.measure import Measurer
+from tensorgym.measure.contention import is_busy
+from tensorgym.record import BUSY_SHARE
 from tensorgym.spaces.base import Space
 from tensorgym.text import slug
 from tensorgym.tuner import ProgressBarCallback, TuningResult, check_budget
@@ -143,7 +145,7 @@ def _load_result(path: Path, budget: int | None, time_budget: float | None) -> T
     return result
 
 
-def _vendor_timings(workload, path: Path) -> list[dict[str, Any]]:
+def _vendor_timings(workload, path: Path, native_blas: bool = False) -> list[dict[str, Any]]:
     if path.exists():
         try:
             return json.loads(path.read_text())
@@ -152,7 +154,7 @@ def _vendor_timings(workload, path: Path) -> list[dict[str, Any]]:
     timings = []
     for library, layout in vendor_choices(workload):
         try:
-            timings.append(time_vendor(workload, library, layout).to_json())
+            timings.append(time_vendor(workload, library, layout, native_blas=native_blas).to_json())
         except (VendorUnavailable, RuntimeError) as exc:
             log.warning("vendor %s %s on %s: %s", library, layout, workload.label, exc)
             timings.append({"library": library, "layout": layout, "gflops": None, "error": str(exc)[:500]})
@@ -166,7 +168,8 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             time_points: Sequence[float] = DEFAULT_TIME_POINTS, trial_points: Sequence[int] = DEFAULT_TRIAL_POINTS,
             out_dir: str | Path = "compare-results", *, time_budget: float | None = None,
             agent_options: Mapping[str, Mapping[str, Any]] | None = None, vendor: bool = True, plot: bool = True,
-            progress: bool = True, remeasure: int = 3, shape: Mapping[str, Any] | None = None) -> Leaderboard:
+            progress: bool = True, remeasure: int = 3, shape: Mapping[str, Any] | None = None,
+            native_blas: bool = False) -> Leaderboard:
     """Run every agent on every env with the same budget, one at a time, into one database.
 
     Args:
@@ -184,6 +187,8 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
         progress: progress bars.
         shape: the shape of the parametric ids among ``env_ids`` (``tensorgym/Matmul-v0``
             needs ``{"M": .., "N": .., "K": ..}``); suite layers have theirs.
+        native_blas: clear the machine's OpenBLAS overrides in the vendor processes
+            (:data:`tensorgym.baselines.vendor.BLAS_OVERRIDES`).
 
     Returns the :class:`Leaderboard` (also written to ``out_dir``).
     """
@@ -240,7 +245,7 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
         for env_id, workload in workloads.items():
             board.labels[env_id] = workload.label
             if vendor:
-                board.vendor[env_id] = _vendor_timings(workload, out / "vendor" / f"{slug(env_id)}.json")
+                board.vendor[env_id] = _vendor_timings(workload, out / "vendor" / f"{slug(env_id)}.json", native_blas)
         for env_id, seed, name in runs:
             agent = built[name]
             path = _result_path(out, env_id, name, seed, options[name])
@@ -268,7 +273,7 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             if bar is not None:
                 bar.update(1)
         if remeasure > 0:
-            _remeasure_winners(board, workloads, remeasure, env_for, measurer, out, progress)
+            _remeasure_winners(board, workloads, remeasure, env_for, measurer, out, progress, native_blas)
     finally:
         if bar is not None:
             bar.close()
@@ -283,13 +288,15 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
 
 
 def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Sequence[tuple[Any, str, str]],
-                       rounds: int, label: str = "re-timing", progress: bool = False
+                       rounds: int, label: str = "re-timing", progress: bool = False, native_blas: bool = False
                        ) -> tuple[list[list[float]], list[list[float]]]:
     """Time kernels ``(space, config)`` and vendor references ``(workload, backend, layout)`` again.
 
     ``rounds`` rounds, each timing every kernel then every vendor once, so that
     a slow minute of the machine hits all of them alike. Returns the GFLOP/s of
-    each kernel and each vendor, one value per round (failed ones left out).
+    each kernel and each vendor, one value per round (failed ones left out, and
+    so are timings the measurer knows were taken on a busy machine, unless every
+    round of that kernel or vendor was: then they are all there is).
     """
     kernel_values: list[list[float]] = [[] for _ in kernels]
     vendor_values: list[list[float]] = [[] for _ in vendors]
@@ -298,27 +305,33 @@ def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Se
         from tqdm.auto import tqdm
 
         bar = tqdm(total=rounds * (len(kernels) + len(vendors)), desc=label, unit="kernel", dynamic_ncols=True)
+    kernel_busy: list[list[float]] = [[] for _ in kernels]
+    vendor_busy: list[list[float]] = [[] for _ in vendors]
     for _ in range(rounds):
-        for values, (space, config) in zip(kernel_values, kernels):
+        for values, busy, (space, config) in zip(kernel_values, kernel_busy, kernels):
             record = measurer.measure(space, [config], check=False)[0]
             if record.ok:
-                values.append(record.gflops)
+                (busy if record.busy else values).append(record.gflops)
             if bar is not None:
                 bar.update(1)
-        for values, (workload, backend, layout) in zip(vendor_values, vendors):
+        for values, busy, (workload, backend, layout) in zip(vendor_values, vendor_busy, vendors):
             try:
-                values.append(time_vendor(workload, backend, layout).gflops)
+                ref = time_vendor(workload, backend, layout, native_blas=native_blas)
+                (busy if ref.busy else values).append(ref.gflops)
             except RuntimeError as exc:
                 log.warning("re-timing %s %s on %s: %s", backend, layout, workload.label, exc)
             if bar is not None:
                 bar.update(1)
     if bar is not None:
         bar.close()
+    for values, busy in zip(kernel_values + vendor_values, kernel_busy + vendor_busy):
+        if not values:
+            values.extend(busy)
     return kernel_values, vendor_values
 
 
 def _remeasure_winners(board: Leaderboard, workloads: Mapping[str, Any], rounds: int, env_for, measurer, out: Path,
-                       progress: bool) -> None:
+                       progress: bool, native_blas: bool = False) -> None:
     """Re-time every run's best config and the vendors (:func:`retime_interleaved`), per env."""
 
     for env_id in board.env_ids:
@@ -332,7 +345,8 @@ def _remeasure_winners(board: Leaderboard, workloads: Mapping[str, Any], rounds:
         workload = workloads[env_id]
         kernel_values, vendor_values = retime_interleaved(
             measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
-            [(workload, ref["backend"], ref["layout"]) for ref in refs], rounds, f"re-timing {env_id}", progress)
+            [(workload, ref["backend"], ref.get("choice") or ref["layout"]) for ref in refs], rounds,
+            f"re-timing {env_id}", progress, native_blas)
         for (name, i, result), values in zip(runs, kernel_values):
             result.extra["remeasured_samples"] = values
             result.extra["remeasured_gflops"] = median_or_none(values)
@@ -354,6 +368,16 @@ def space_of(env, space: str) -> Space:
     """The space named ``space`` over ``env``'s workload: the env's own if it is that space."""
     env = tuning_env(env)
     return env.search_space if env.search_space.name == space else make_space(space, env.workload, env.target)
+
+
+def busy_summary(board: Leaderboard) -> str:
+    """One line saying how many timings of a compare run were taken on a busy machine ("" if none)."""
+    trials = sum(r.extra.get("busy_trials", 0) for runs in board.results.values() for r in runs)
+    vendors = sum(1 for refs in board.vendor.values() for ref in refs if is_busy(ref.get("contention")))
+    if not trials and not vendors:
+        return ""
+    return (f"warning: the machine was busy: {trials} trial(s) and {vendors} vendor timing(s) saw other processes "
+            f"take more than {BUSY_SHARE:.0%} of the cores (their GFLOP/s are what a busy machine gave)")
 
 
 def median_or_none(values: Sequence[float]) -> float | None:

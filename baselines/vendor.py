@@ -1,27 +1,57 @@
-"""Vendor-library references: the same layer computed by oneDNN (through PyTorch) or BLAS (through NumPy).
+"""Vendor-library references: the same layer computed by oneDNN, MKL or OpenBLAS, the way a user on this CPU would.
 
-Each library is timed in its own fresh worker process, with every core, the
-same :class:`~tensorgym.measure.TimingProtocol` as tensorgym's kernels, and
-the same inputs; its output is checked against the NumPy reference too.
+Each reference is timed in its own fresh worker process, with every core, the
+same :class:`~tensorgym.measure.TimingProtocol` as tensorgym's kernels (so it
+also records the CPU contention of its timing), and the same inputs; its
+output is checked against the NumPy reference too. Each process reports the
+*kernel family* it ran (``VendorResult.kernel``): oneDNN's implementation
+name from its verbose output (e.g. ``brg_conv_fwd:avx512_core``), MKL's code
+path from its verbose banner, OpenBLAS's core type from threadpoolctl; the
+tables show it.
 
-* conv2d: ``torch.nn.functional.conv2d`` on NCHW tensors (oneDNN's NCHW path)
-  and on channels-last tensors (``layout="NHWC"``);
-* matmul: ``numpy.matmul`` (the BLAS NumPy ships with: OpenBLAS) and
-  ``torch.mm`` (the BLAS the PyTorch wheel links).
+References (``vendor_choices``), as ``(backend, layout)``:
+
+* conv2d: ``torch`` ``NCHW`` and ``NHWC`` (``torch.nn.functional.conv2d`` on
+  contiguous or channels-last tensors: oneDNN reorders the weights to its
+  blocked layout on every call) and ``onednn`` ``NHWC pre-packed`` (oneDNN's
+  convolution with weights reordered once, before timing, as a framework does
+  at load: ``torch.ops.mkldnn._convolution_pointwise``);
+* matmul: ``numpy`` (the OpenBLAS NumPy ships), ``torch`` (``torch.mm``: MKL's
+  sgemm), ``onednn`` ``row-major`` (oneDNN's matmul, plain weights) and
+  ``pre-packed`` (weights reordered once), ``mkl`` ``pre-packed`` (MKL's packed
+  GEMM, weights packed once).
+
+**Like with like.** ``VendorResult.weights`` says whether the weights were
+prepared once outside the timing (``pre-packed``) or are taken as given on
+every call (``per call``); compare a tensorgym kernel timed with pre-packed
+weights with the former, one that packs its weights itself with the latter.
+
+**The machine's environment.** Some machines set ``OPENBLAS_CORETYPE`` or
+``OPENBLAS_L2_SIZE``, which make OpenBLAS run an older kernel than the CPU
+supports. ``time_vendor(..., native_blas=True)`` clears them in the vendor's
+own process only (benchmarks do; tests and CI keep the machine's environment),
+and the result says so (``VendorResult.environment``).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from tensorgym.errors import TensorgymError
+from tensorgym.measure.contention import is_busy
 from tensorgym.measure.protocol import TimingProtocol
 from tensorgym.measure.worker import Worker
 from tensorgym.record import summarize_samples
 from tensorgym.target import local_cpu
 from tensorgym.workloads import Conv2d, Matmul, Workload
+
+BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what ``native_blas=True`` clears
+PER_CALL, PRE_PACKED = "per call", "pre-packed"
 
 
 class VendorUnavailable(TensorgymError, RuntimeError):
@@ -30,41 +60,74 @@ class VendorUnavailable(TensorgymError, RuntimeError):
 
 @dataclass(frozen=True)
 class VendorResult:
-    library: str  # e.g. "torch 2.13.0 (oneDNN)"
-    layout: str
-    backend: str  # what time_vendor takes: "torch" or "numpy"
+    library: str  # e.g. "torch 2.13.0 oneDNN [brg_conv_fwd:avx512_core]": the library and its kernel family
+    layout: str  # e.g. "NHWC" or "NHWC, weights pre-packed"
+    backend: str  # what time_vendor takes: "torch", "onednn", "mkl" or "numpy"
     latency_s: float
     latency_cv: float
     samples: tuple[float, ...]
     gflops: float
     max_rel_error: float
+    kernel: str = ""  # the kernel family the library ran
+    weights: str = PER_CALL  # "per call" or "pre-packed" (see the module docs)
+    contention: float | None = None  # CPU contention share of the timing (see tensorgym.measure.contention)
+    environment: str = ""  # e.g. "OPENBLAS_CORETYPE cleared" (native_blas)
+    choice: str = ""  # the layout argument of time_vendor that made it
+
+    @property
+    def busy(self) -> bool:
+        """Timed while other processes took a share of the cores: no ratio may be drawn from it."""
+        return is_busy(self.contention)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def vendor_choices(workload: Workload) -> list[tuple[str, str]]:
-    """(library, layout) pairs available for a workload, the primary reference first."""
+    """``(backend, layout)`` pairs available for a workload, the primary reference first."""
     if isinstance(workload, Conv2d):
-        return [("torch", "NCHW"), ("torch", "NHWC")]
+        return [("torch", "NHWC"), ("torch", "NCHW"), ("onednn", "NHWC pre-packed")]
     if isinstance(workload, Matmul):
-        return [("numpy", "row-major"), ("torch", "row-major")]
+        return [("torch", "row-major"), ("numpy", "row-major"), ("onednn", "row-major"), ("onednn", "pre-packed"),
+                ("mkl", "pre-packed")]
     return []
 
 
+def best_vendor(timings: list[dict[str, Any]], weights: str | None = None) -> dict[str, Any] | None:
+    """The fastest of a list of ``VendorResult.to_json()`` dicts (optionally only per-call or pre-packed ones)."""
+    usable = [t for t in timings if t.get("gflops") and (weights is None or t.get("weights") == weights)]
+    return max(usable, key=lambda t: t.get("remeasured_gflops") or t["gflops"], default=None)
+
+
+def ratio_text(gflops: float | None, ref: "VendorResult | dict[str, Any]", *, kernel_busy: bool = False) -> str:
+    """``"1.23x vendor"``, or why no ratio is given: a ratio from a contended timing is never printed."""
+    contention = ref.contention if isinstance(ref, VendorResult) else ref.get("contention")
+    ref_gflops = ref.gflops if isinstance(ref, VendorResult) else ref.get("gflops")
+    if not gflops or not ref_gflops:
+        return ""
+    if kernel_busy or is_busy(contention):
+        return "no ratio: timed on a busy machine"
+    return f"{gflops / ref_gflops:.2f}x vendor"
+
+
 def time_vendor(workload: Workload, library: str | None = None, layout: str | None = None, *,
-                protocol: TimingProtocol | None = None, timeout: float = 600.0) -> VendorResult:
-    """Time the vendor library on ``workload`` in a fresh process (default: the primary reference)."""
+                protocol: TimingProtocol | None = None, timeout: float = 600.0,
+                native_blas: bool = False) -> VendorResult:
+    """Time a vendor reference on ``workload`` in a fresh process (default: the primary one).
+
+    ``native_blas`` clears :data:`BLAS_OVERRIDES` in the vendor's process (see the module docs).
+    """
     choices = vendor_choices(workload)
     if not choices:
         raise VendorUnavailable(f"no vendor reference for {workload.op}")
     library = library or choices[0][0]
-    layout = layout or next(lay for lib, lay in choices if lib == library)
+    layout = layout or next((lay for lib, lay in choices if lib == library), "")
     if (library, layout) not in choices:
         raise ValueError(f"no {library} {layout} reference for {workload.op}; choices: {choices}")
+    cleared = [k for k in BLAS_OVERRIDES if k in os.environ] if native_blas else []
     with tempfile.TemporaryDirectory(prefix="tensorgym-vendor-") as logs:
         worker = Worker("vendor", logs, env={"OMP_NUM_THREADS": str(local_cpu().num_cores)},
-                        block_torch=False, preload=())
+                        block_torch=False, preload=(), unset=BLAS_OVERRIDES if native_blas else ())
         try:
             outcome = worker.call("tensorgym.baselines.vendor:_time_here", workload, library, layout,
                                   protocol or TimingProtocol(), local_cpu().num_cores, timeout=timeout)
@@ -74,51 +137,136 @@ def time_vendor(workload: Workload, library: str | None = None, layout: str | No
         if "ModuleNotFoundError" in outcome.error:
             raise VendorUnavailable(f"{library} is not installed: {outcome.error.splitlines()[0]}")
         raise RuntimeError(f"timing {library} on {workload.label} failed ({outcome.kind}): {outcome.error[:500]}")
-    return VendorResult(**outcome.value)
+    environment = f"{', '.join(cleared)} cleared" if cleared else ""
+    return VendorResult(**outcome.value, environment=environment, choice=layout)
+
+
+# -- in the vendor's process --------------------------------------------------------------------------
+def _capture_stdout(fn) -> str:
+    """What ``fn`` writes to file descriptor 1 (the C libraries' verbose output), not shown."""
+    sys.stdout.flush()
+    with tempfile.TemporaryFile(mode="w+") as sink:
+        saved = os.dup(1)
+        os.dup2(sink.fileno(), 1)
+        try:
+            fn()
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+        sink.seek(0)
+        return sink.read()
+
+
+def onednn_kernel(verbose: str) -> str:
+    """The implementation of the main oneDNN primitive in its verbose output, with the reorders per call."""
+    impls, reorders = [], 0
+    for line in verbose.splitlines():
+        fields = line.split(",")
+        if len(fields) > 6 and fields[0] == "onednn_verbose" and fields[2] == "primitive" and fields[3] == "exec":
+            if fields[5] == "reorder":
+                reorders += 1
+            else:
+                impls.append(f"{fields[5]} {fields[6]}")
+    if not impls:
+        return "not oneDNN: PyTorch's own kernel"
+    return impls[-1] + (f" + {reorders} reorder{'s' * (reorders > 1)} per call" if reorders else "")
+
+
+def mkl_kernel(verbose: str) -> str:
+    """MKL's version and code path from its verbose banner, e.g. ``oneMKL 2024.0, AVX-512 code path``."""
+    banner = next((line for line in verbose.splitlines() if line.startswith("MKL_VERBOSE") and "Intel(R) 64" in line),
+                  "")
+    version = re.search(r"MKL_VERBOSE (\S*MKL \S+)", banner)
+    paths = [("AVX-512", "AVX-512"), ("AVX2", "AVX2"), ("AVX", "AVX")]
+    path = next((name for key, name in paths if key in banner), "unknown")
+    amx = " (AMX available)" if "Advanced Matrix Extensions" in banner else ""
+    return f"{version.group(1) if version else 'MKL'} sgemm, {path} code path{amx}"
+
+
+def blas_kernel() -> str:
+    """NumPy's BLAS, its version, the core type it runs and its threads (threadpoolctl)."""
+    from threadpoolctl import threadpool_info
+
+    for info in threadpool_info():
+        if info.get("user_api") == "blas":
+            arch = info.get("architecture") or "unknown core type"
+            return f"{info.get('internal_api', 'BLAS')} {info.get('version', '')} {arch}, " \
+                   f"{info.get('num_threads')} threads"
+    return "BLAS (threadpoolctl found none)"
 
 
 def _time_here(workload: Workload, library: str, layout: str, protocol: TimingProtocol, threads: int) -> dict:
     """Runs in the vendor worker."""
-    import numpy as np
-
     from tensorgym.measure.tasks import relative_error
 
     inputs = workload.random_inputs(seed=0)
     reference = workload.reference(*inputs)
-    if library == "torch":
+    weights = PRE_PACKED if "pre-packed" in layout else PER_CALL
+    if library == "numpy":
+        import numpy as np
+
+        a, b = inputs
+        call = lambda: a @ b  # noqa: E731
+        out = call()
+        name = f"numpy {np.__version__}"
+        kernel = blas_kernel()
+        timing = protocol.time_callable(call)
+    else:
         import torch
 
         torch.set_num_threads(threads)
-        name = f"torch {torch.__version__.split('+')[0]} ({'oneDNN' if isinstance(workload, Conv2d) else 'BLAS'})"
         with torch.no_grad():
-            if isinstance(workload, Conv2d):
-                x, w = (torch.from_numpy(a) for a in inputs)
-                if layout == "NHWC":
-                    x = x.contiguous(memory_format=torch.channels_last)
-                    w = w.contiguous(memory_format=torch.channels_last)
-
-                def call():
-                    return torch.nn.functional.conv2d(x, w, stride=workload.stride, padding=workload.padding)
+            call, name = _torch_call(torch, workload, library, layout, inputs)
+            out = _torch_output(workload, call())
+            # One call with the library's verbose output on names the kernel it ran; never while timing.
+            if library == "onednn" or isinstance(workload, Conv2d):
+                with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                    kernel = onednn_kernel(_capture_stdout(call))
             else:
-                a, b = (torch.from_numpy(a) for a in inputs)
+                with torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
+                    kernel = mkl_kernel(_capture_stdout(call)) + (", packed weights" if library == "mkl" else "")
+            timing = protocol.time_callable(call)
+    median, cv = summarize_samples(timing.samples)
+    shown_layout = layout.replace(" pre-packed", ", weights pre-packed") if layout != "pre-packed" \
+        else "row-major, weights pre-packed"
+    return {"library": f"{name} [{kernel}]", "layout": shown_layout, "backend": library, "latency_s": median,
+            "latency_cv": cv, "samples": tuple(timing.samples), "gflops": workload.gflops(median),
+            "max_rel_error": relative_error(out, reference), "kernel": kernel, "weights": weights,
+            "contention": timing.contention}
 
-                def call():
-                    return torch.mm(a, b)
 
-            out = call().contiguous().numpy()
-            samples, _ = protocol.time_callable(call)
-    elif library == "numpy":
-        a, b = inputs
-        name = f"numpy {np.__version__} (BLAS)"
+def _torch_output(workload: Workload, out) -> Any:
+    """The output as a NumPy array in the workload's own layout."""
+    out = out.to_dense() if getattr(out, "is_mkldnn", False) else out
+    array = out.contiguous().numpy()
+    return workload.from_canonical_output(array) if isinstance(workload, Conv2d) else array
 
-        def call():
-            return a @ b
 
-        out = call()
-        samples, _ = protocol.time_callable(call)
-    else:
-        raise ValueError(f"unknown library {library!r}")
-    median, cv = summarize_samples(samples)
-    return {"library": name, "layout": layout, "backend": library, "latency_s": median, "latency_cv": cv,
-            "samples": tuple(samples), "gflops": workload.gflops(median),
-            "max_rel_error": relative_error(out, reference)}
+def _torch_call(torch, workload: Workload, library: str, layout: str, inputs):
+    """The call to time and the library's name (weights prepared here, once, when pre-packed)."""
+    version = torch.__version__.split("+")[0]
+    if isinstance(workload, Conv2d):
+        data, kernel = (torch.from_numpy(a) for a in workload.canonical_inputs(*inputs))
+        stride, padding = [workload.stride] * 2, [workload.padding] * 2
+        if library == "torch":
+            if layout == "NHWC":
+                data = data.contiguous(memory_format=torch.channels_last)
+                kernel = kernel.contiguous(memory_format=torch.channels_last)
+            return (lambda: torch.nn.functional.conv2d(data, kernel, stride=workload.stride,
+                                                       padding=workload.padding)), f"torch {version}"
+        data = data.contiguous(memory_format=torch.channels_last)
+        packed = torch._C._nn.mkldnn_reorder_conv2d_weight(kernel.to_mkldnn(), padding, stride, [1, 1], 1,
+                                                           list(data.shape))
+        return (lambda: torch.ops.mkldnn._convolution_pointwise(data, packed, None, padding, stride, [1, 1], 1,
+                                                                "none", [], "")), f"torch {version} oneDNN"
+    a, b = (torch.from_numpy(x) for x in inputs)
+    if library == "torch":
+        return (lambda: torch.mm(a, b)), f"torch {version} MKL"
+    weight = b.t().contiguous()  # linear layers keep weights as [out features, in features]
+    if library == "mkl":
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, workload.M)
+        return (lambda: torch.ops.mkl._mkl_linear(a, packed, weight, None, workload.M)), f"torch {version} MKL"
+    if layout == "pre-packed":
+        weight = torch.ops.mkldnn._reorder_linear_weight(weight, workload.M)
+    return (lambda: torch.ops.mkldnn._linear_pointwise(a, weight, None, "none", [], "")), f"torch {version} oneDNN"

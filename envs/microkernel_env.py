@@ -95,7 +95,8 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
     """Construct a microkernel-space config step by step; the measured kernel gives the final reward.
 
     Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s go to
-    :class:`~tensorgym.spaces.MicrokernelSpace` (``catalogue``, ``threshold``, ``prepacked``, ``cache_dir``).
+    :class:`~tensorgym.spaces.MicrokernelSpace` (``catalogue``, ``threshold``, ``packing``, ``prepacked``,
+    ``cache_dir``).
     ``backend="replay"`` is not supported: every episode's config is measured.
     """
 
@@ -331,7 +332,7 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
         if self._last is not None:
             record = self._last
             info.update(config=record.config.to_json(), gflops=record.gflops, latency_s=record.latency_s,
-                        latency_cv=record.latency_cv,
+                        latency_cv=record.latency_cv, timing=record.timing, busy=record.busy,
                         fraction_of_peak=(record.gflops / self.reward_scale) if record.ok else None,
                         measurements=self.evaluator.measured, **self.search_space.info(record.config))
         return info

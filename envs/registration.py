@@ -31,14 +31,22 @@ from tensorgym.catalog import env_class
 from tensorgym.errors import InvalidArgumentError, UnknownNameError
 from tensorgym.networks import NETWORKS
 from tensorgym.suites import all_suite_workloads
-from tensorgym.workloads import Workload, conv2d, matmul
+from tensorgym.workloads import Conv2d, Workload, conv2d, matmul
 
 from .base import TuningEnv
 
 
-def make_env(workload: Workload, *, space: str = "tiles", **kwargs: Any) -> TuningEnv:
-    """The environment over ``workload`` in the named search space."""
-    return env_class(space)(workload, **kwargs)
+def make_env(workload: Workload, *, space: str = "tiles", layout: str | None = None, **kwargs: Any) -> TuningEnv:
+    """The environment over ``workload`` in the named search space; ``layout`` lays a conv2d out in
+    ``"NHWC"`` or ``"NCHWc"`` (``gym.make("Conv2d-ResNet-R5-v0", layout="NHWC")``)."""
+    return env_class(space)(with_layout(workload, layout) if layout else workload, **kwargs)
+
+
+def with_layout(workload: Workload, layout: str) -> Workload:
+    """``workload`` laid out in ``layout`` (conv2d only; see :mod:`tensorgym.workloads`)."""
+    if not isinstance(workload, Conv2d):
+        raise InvalidArgumentError(f"only conv2d workloads have a layout; {workload.label} is a {workload.op}")
+    return workload.with_layout(layout)
 
 
 def conv2d_workload(*, C: int, H: int, F: int, R: int, W: int | None = None, S: int | None = None, N: int = 1,

@@ -171,6 +171,8 @@ class TileHopEnv(TuningEnv[TilesSpace]):
             "gflops": self._record.gflops,  # of the current state
             "latency_s": self._record.latency_s,
             "latency_cv": self._record.latency_cv,
+            "timing": self._record.timing,  # "full", or "short": one sample of a kernel far slower than the best
+            "busy": self._record.busy,  # timed while other processes took the cores
             "config": self._config.to_json(),
             "tried_gflops": tried.gflops if tried is not None else None,
             "best_gflops": self._best.gflops,

@@ -31,7 +31,7 @@ from .errors import InvalidArgumentError, InvalidTypeError, TensorgymError
 from .target import Target
 from .workloads import Workload
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_DB_ENV = "TENSORGYM_DB"
 
 
@@ -62,14 +62,26 @@ CREATE TABLE IF NOT EXISTS records (
     wall_s REAL NOT NULL DEFAULT 0,
     error TEXT NOT NULL DEFAULT '',
     created REAL NOT NULL,
+    timing TEXT NOT NULL DEFAULT 'full',
+    contention REAL,
+    dropped INTEGER NOT NULL DEFAULT 0,
     UNIQUE (workload, target, space, config)
 );
 CREATE INDEX IF NOT EXISTS records_by_speed ON records (workload, target, space, gflops);
 """
 
 _COLUMNS_WRITTEN = ("workload, target, space, config, status, latency_s, latency_cv, samples, number, gflops, "
-                    "build_s, run_s, wall_s, error, created")
+                    "build_s, run_s, wall_s, error, created, timing, contention, dropped")
 _COLUMNS = "id, " + _COLUMNS_WRITTEN
+
+# Schema migrations: version -> statements that bring a file of that version to the next one.
+# Version 2 records how each latency was measured (timing: full or short) and the CPU contention
+# seen while it was (NULL for records made before: not known).
+_MIGRATIONS = {
+    1: ("ALTER TABLE records ADD COLUMN timing TEXT NOT NULL DEFAULT 'full'",
+        "ALTER TABLE records ADD COLUMN contention REAL",
+        "ALTER TABLE records ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0"),
+}
 
 
 class DatabaseError(TensorgymError, RuntimeError):
@@ -264,7 +276,19 @@ class Database:
                                 f"expected; this tensorgym reads version {SCHEMA_VERSION}): it was not written by "
                                 f"tensorgym, or it is damaged")
         if int(value) != SCHEMA_VERSION:
-            raise DatabaseError(f"{self.path} has schema version {value}; this tensorgym reads {SCHEMA_VERSION}")
+            self._migrate(int(value))
+
+    def _migrate(self, version: int) -> None:
+        """Bring a file of an older schema version up to :data:`SCHEMA_VERSION` (inside the open transaction)."""
+        if version > SCHEMA_VERSION or any(v not in _MIGRATIONS for v in range(version, SCHEMA_VERSION)):
+            raise DatabaseError(f"{self.path} has schema version {version}; this tensorgym reads {SCHEMA_VERSION}")
+        if self.readonly:
+            raise DatabaseError(f"{self.path} has schema version {version}, which this tensorgym upgrades to "
+                                f"{SCHEMA_VERSION} when it opens the file for writing; it was opened read-only")
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _MIGRATIONS[step]:
+                self._conn.execute(statement)
+        self._conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self._conn.close()
@@ -302,13 +326,14 @@ class Database:
             raise DatabaseError(f"{self.path} was opened read-only; open it with readonly=False to store records")
         with self._writing(f"the measurement of {record.config.key}"):
             self._conn.execute(
-                f"INSERT INTO records ({_COLUMNS_WRITTEN}) VALUES ({', '.join('?' * 15)}) "
+                f"INSERT INTO records ({_COLUMNS_WRITTEN}) VALUES ({', '.join('?' * 18)}) "
                 f"ON CONFLICT (workload, target, space, config) DO UPDATE SET "
                 f"{', '.join(f'{c} = excluded.{c}' for c in _COLUMNS_WRITTEN.split(', ')[4:])} "
                 f"WHERE records.status = '{Status.INFRA_ERROR.value}'",
                 (record.workload, record.target, record.space, record.config.key, record.status.value,
                  record.latency_s, record.latency_cv, json.dumps(list(record.samples)), record.number, record.gflops,
-                 record.build_s, record.run_s, record.wall_s, record.error, record.created or time.time()),
+                 record.build_s, record.run_s, record.wall_s, record.error, record.created or time.time(),
+                 record.timing, record.contention, record.dropped),
             )
         stored = self.get(record.workload, record.target, record.space, record.config)
         assert stored is not None
@@ -334,6 +359,29 @@ class Database:
             raise DatabaseWriteError(f"cannot write {self.path}: {cause}. {lost} was not stored; every record "
                                      f"committed before it is kept: fix the cause and run the same command again "
                                      f"to resume") from None
+
+    def retimed(self, stored: Record, timed: Record) -> Record:
+        """Replace the latency of the stored ``stored`` with a new timing of the same kernel, ``timed``.
+
+        For a kernel first timed short (or on a busy machine) that turned out to
+        matter: the row keeps its identity and status, takes ``timed``'s latency,
+        samples, timing mode and contention, and adds its run and wall seconds to
+        what the row had cost (the clock of a replayed trial charges both).
+        """
+        if stored.id is None:
+            raise ValueError("retimed() takes a record read from this database")
+        if self.readonly:
+            raise DatabaseError(f"{self.path} was opened read-only; open it with readonly=False to store records")
+        with self._writing(f"the new timing of {stored.config.key}"):
+            self._conn.execute(
+                "UPDATE records SET latency_s = ?, latency_cv = ?, samples = ?, number = ?, gflops = ?, "
+                "run_s = run_s + ?, wall_s = wall_s + ?, timing = ?, contention = ?, dropped = ? WHERE id = ?",
+                (timed.latency_s, timed.latency_cv, json.dumps(list(timed.samples)), timed.number, timed.gflops,
+                 timed.run_s, timed.wall_s, timed.timing, timed.contention, timed.dropped, stored.id),
+            )
+        fresh = self.get(stored.workload, stored.target, stored.space, stored.config)
+        assert fresh is not None
+        return fresh
 
     # -- reading -------------------------------------------------------------
     def get(self, workload: str, target: str, space: str, config: Config) -> Record | None:
@@ -391,11 +439,12 @@ def _where(**filters: str | None) -> tuple[str, tuple]:
 
 def _record(row: Iterable) -> Record:
     (rid, workload, target, space, config, status, latency_s, latency_cv, samples, number, gflops, build_s, run_s,
-     wall_s, error, created) = row
+     wall_s, error, created, timing, contention, dropped) = row
     return Record(workload=workload, target=target, space=space, config=Config.from_json(config),
                   status=Status(status), latency_s=latency_s, latency_cv=latency_cv,
                   samples=tuple(json.loads(samples)), number=number, gflops=gflops, build_s=build_s, run_s=run_s,
-                  wall_s=wall_s, error=error, created=created, id=rid)
+                  wall_s=wall_s, error=error, created=created, timing=timing, contention=contention, dropped=dropped,
+                  id=rid)
 
 
 # -- opening: causes -----------------------------------------------------------------------------------------------

@@ -8,7 +8,12 @@ config is" to a :class:`Record`, shared by environments and the Tuner API:
 * the others are measured as one batch (built in parallel, timed one by one,
   checked against NumPy since they are new), and each record is committed to
   the database the moment it exists, before the next kernel is timed: a run
-  killed mid-batch keeps every measurement it finished.
+  killed mid-batch keeps every measurement it finished;
+* the fastest latency the database holds for the workload (same target and
+  space) goes to the measurer as the *incumbent*: a kernel several times slower
+  is timed short (``Record.timing == "short"``). :meth:`Evaluator.time_in_full`
+  times such a kernel again in full when it turns out to matter (the
+  :class:`~tensorgym.tuner.Tuner` asks when one would become a run's best).
 
 **Who failed.** A stored record is final whatever its status (``ok``,
 ``build_error``, ``runtime_error``, ``timeout``, ``wrong_result``: faults of
@@ -90,5 +95,25 @@ class Evaluator:
                               f"{self.database.path} (replay answers only measured configs), e.g. "
                               f"{next(iter(missing)).key}")
         if missing:
-            self.measurer.measure(self.space, list(missing), on_record=commit)
+            self.measurer.measure(self.space, list(missing), on_record=commit, incumbent_s=self.incumbent_s())
         return [known[c] for c in configs]
+
+    def incumbent_s(self) -> float | None:
+        """The fastest latency the database holds for this workload, target and space (None: none yet)."""
+        best = self.database.best(self.space.workload.key, self.space.target.fingerprint, self.space.name)
+        return best[0].latency_s if best else None
+
+    def time_in_full(self, record: Record) -> Record:
+        """``record`` with its kernel timed again by the full protocol (for a short-timed one that matters).
+
+        The database row is updated (:meth:`Database.retimed`); a replaying
+        evaluator, which cannot time, returns the record unchanged.
+        """
+        if self.measurer is None or not record.ok or record.id is None:
+            return record
+        timed = self.measurer.measure(self.space, [record.config], check=False)[0]
+        if not timed.ok:
+            return record
+        stored = self.database.retimed(record, timed)
+        self._cache[stored.config] = stored
+        return stored

@@ -8,6 +8,10 @@ from enum import Enum
 
 from .config import Config
 
+# A timing round in which the timing process lost more than this share of its cores' time to other
+# processes was taken on a busy machine (see tensorgym.measure.contention, which uses the same value).
+BUSY_SHARE = 0.02
+
 
 class Status(str, Enum):
     """What happened to a candidate kernel.
@@ -42,6 +46,14 @@ class Record:
     its check and timing; ``wall_s`` is what the measurement added to the wall
     clock of the run that made it (its share of the parallel build phase plus
     ``run_s``): tuning clocks charge it, also when a record is replayed.
+
+    How the latency was measured: ``timing`` is ``"full"`` (the whole timing
+    protocol) or ``"short"`` (one sample: the kernel was already several times
+    slower than the fastest one known; see :mod:`tensorgym.measure.protocol`).
+    ``contention`` is the largest share of the cores' time that other processes
+    took while the samples were taken (None: not known); above
+    :data:`BUSY_SHARE` the record was timed on a busy machine (:attr:`busy`).
+    ``dropped`` counts samples set aside because they were taken under contention.
     """
 
     workload: str
@@ -59,6 +71,9 @@ class Record:
     wall_s: float = 0.0
     error: str = ""
     created: float = 0.0
+    timing: str = "full"
+    contention: float | None = None
+    dropped: int = 0
     id: int | None = field(default=None, compare=False)
 
     @property
@@ -69,6 +84,16 @@ class Record:
     def final(self) -> bool:
         """Whether the record answers its config for good (every status but ``infra_error``)."""
         return self.status is not Status.INFRA_ERROR
+
+    @property
+    def busy(self) -> bool:
+        """Timed while other processes took more than :data:`BUSY_SHARE` of the cores."""
+        return self.contention is not None and self.contention > BUSY_SHARE
+
+    @property
+    def short(self) -> bool:
+        """Timed with one sample only (a kernel far slower than the best known)."""
+        return self.timing == "short"
 
     @property
     def score(self) -> float:

@@ -231,6 +231,7 @@ class Tuner:
         self._charged = 0.0  # seconds charged for trials
         self.measured = 0
         self.reused = 0
+        self.busy_trials = 0  # trials whose timing saw other processes take the cores (Record.busy)
         self.callback = as_callback(callback)
         self._ended = False
         self.callback.on_start(label or evaluator.space.workload.label, self.budget)
@@ -301,7 +302,7 @@ class Tuner:
     def _measure_new(self, configs: list[Config]) -> list[Record]:
         t0 = time.monotonic()
         fresh = {c for c in configs if self.evaluator.lookup(c) is None}
-        records = self.evaluator.evaluate(configs)
+        records = self._full_where_best(self.evaluator.evaluate(configs))
         wall = time.monotonic() - t0
         self._measure_wall += wall
         for record in records:
@@ -311,12 +312,26 @@ class Tuner:
             self._record_trial(record, is_fresh)
         return records
 
+    def _full_where_best(self, records: list[Record]) -> list[Record]:
+        """A record timed short (far slower than the database's best) that would still be this run's best
+        is timed again in full, so no run's best rests on a short timing."""
+        best = self._best.gflops if self._best else 0.0
+        out = []
+        for record in records:
+            if record.ok and record.short and record.gflops > best:
+                record = self.evaluator.time_in_full(record)
+            if record.ok:
+                best = max(best, record.gflops)
+            out.append(record)
+        return out
+
     def _record_trial(self, record: Record, fresh: bool) -> None:
         self._seen[record.config] = record
         if record.ok and (self._best is None or record.gflops > self._best.gflops):
             self._best = record
         self.measured += fresh
         self.reused += not fresh
+        self.busy_trials += record.busy
         self.trials.append(Trial(len(self.trials) + 1, self.elapsed, record.config, record.status.value,
                                  record.gflops, self._best.gflops if self._best else 0.0, fresh))
         self.callback.on_trial(self.trials[-1])
@@ -339,5 +354,6 @@ class Tuner:
             best_gflops=self._best.gflops if self._best else 0.0,
             best_latency_s=self._best.latency_s if self._best else None,
             best_latency_cv=self._best.latency_cv if self._best else None, measured=self.measured,
-            reused=self.reused, wall_s=time.monotonic() - self._start, extra=dict(extra),
+            reused=self.reused, wall_s=time.monotonic() - self._start,
+            extra={"busy_trials": self.busy_trials, "best_busy": bool(self._best and self._best.busy), **extra},
         )

@@ -9,7 +9,19 @@ The paper suites are data (:mod:`tensorgym.suites`); users build their own
 workloads with :func:`conv2d` and :func:`matmul`.
 
 Conventions (those of the seed papers' released scripts): batch 1 by default,
-NCHW activations, OIHW weights, fp32, zero padding.
+NCHW activations, OIHW weights, fp32, zero padding. A conv2d can also be laid
+out the way oneDNN computes it (``layout=``):
+
+* ``"NHWC"``: activations NHWC, weights HWIO (output channels contiguous: the
+  layout of TensorFlow and of TVM's NHWC convolutions), output NHWC;
+* ``"NCHWc"``: oneDNN's blocked layout for AVX-512, channels in blocks of 16:
+  activations ``[n][c/16][h][w][16c]`` (nChw16c), weights
+  ``[f/16][c/16][r][s][16c][16f]`` (OIhw16i16o), output ``[n][f/16][h][w][16f]``.
+
+The layout is part of the workload (its key, its inputs, its reference), not
+of a schedule: a network that keeps its tensors in that layout pays no
+conversion. :meth:`Conv2d.canonical_inputs` and :meth:`Conv2d.from_canonical_output`
+convert from and to NCHW/OIHW.
 """
 
 from __future__ import annotations
@@ -31,6 +43,8 @@ LoopKind = Literal["spatial", "reduction"]
 Access = tuple[tuple[tuple[str, int], ...], ...]
 
 SUPPORTED_DTYPES = ("float32",)
+CONV_LAYOUTS = ("NCHW", "NHWC", "NCHWc")
+CHANNEL_BLOCK = 16  # channels per block of the NCHWc layout (oneDNN's block for AVX-512)
 
 # What a workload may be, refused up front (before any divisor is looked for): every loop extent at
 # most MAX_EXTENT, every tensor at most MAX_TENSOR_ELEMENTS elements (1 GiB of float32; the NumPy
@@ -64,6 +78,10 @@ class Workload:
     name: str = field(default="", compare=False, kw_only=True)
 
     # -- identity ---------------------------------------------------------
+    # Parameters left out of keys and JSON while they have this value: adding a parameter
+    # must not change the key of every workload measured before it existed.
+    quiet_defaults: ClassVar[dict[str, Any]] = {}
+
     @property
     def shape_params(self) -> dict[str, Any]:
         """The parameters that define the computation (not the display names)."""
@@ -71,6 +89,7 @@ class Workload:
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
             if f.name not in ("suite", "name")
+            and not (f.name in self.quiet_defaults and getattr(self, f.name) == self.quiet_defaults[f.name])
         }
 
     @property
@@ -183,13 +202,14 @@ def _check_dtype(dtype: str) -> None:
 
 @dataclass(frozen=True)
 class Conv2d(Workload):
-    """2-D convolution, NCHW activations and OIHW weights.
+    """2-D convolution; NCHW activations and OIHW weights unless ``layout`` says otherwise (see the module docs).
 
     ``H, W`` are the *input* height and width; the output is
     ``(H + 2*padding - R) // stride + 1`` (likewise for W).
     """
 
     op: ClassVar[str] = "conv2d"
+    quiet_defaults: ClassVar[dict[str, Any]] = {"layout": "NCHW"}
 
     N: int
     C: int
@@ -201,6 +221,7 @@ class Conv2d(Workload):
     stride: int = 1
     padding: int = 0
     dtype: str = "float32"
+    layout: str = "NCHW"
 
     def __post_init__(self) -> None:
         _check_positive(self, "N", "C", "H", "W", "F", "R", "S", "stride")
@@ -214,6 +235,11 @@ class Conv2d(Workload):
                 f"kernel {self.R}x{self.S} is larger than the padded input "
                 f"{self.H + 2 * self.padding}x{self.W + 2 * self.padding}"
             )
+        if self.layout not in CONV_LAYOUTS:
+            raise WorkloadError(f"layout must be one of {CONV_LAYOUTS}, got {self.layout!r}")
+        if self.layout == "NCHWc" and (self.C % CHANNEL_BLOCK or self.F % CHANNEL_BLOCK):
+            raise WorkloadError(f"layout NCHWc needs input and output channels in blocks of {CHANNEL_BLOCK}; "
+                                f"C={self.C}, F={self.F}: use layout NHWC or NCHW")
         _check_size(self)
 
     @property
@@ -230,32 +256,93 @@ class Conv2d(Workload):
 
     @property
     def loops(self) -> tuple[Loop, ...]:
-        return (
-            Loop("n", self.N, "spatial"),
-            Loop("f", self.F, "spatial"),
-            Loop("y", self.OH, "spatial"),
-            Loop("x", self.OW, "spatial"),
-            Loop("rc", self.C, "reduction"),
-            Loop("ry", self.R, "reduction"),
-            Loop("rx", self.S, "reduction"),
-        )
+        """In layout order: the last spatial loop is the output's contiguous dimension."""
+        n, y, x = Loop("n", self.N, "spatial"), Loop("y", self.OH, "spatial"), Loop("x", self.OW, "spatial")
+        ry, rx = Loop("ry", self.R, "reduction"), Loop("rx", self.S, "reduction")
+        if self.layout == "NHWC":
+            return (n, y, x, Loop("f", self.F, "spatial"), ry, rx, Loop("rc", self.C, "reduction"))
+        if self.layout == "NCHWc":
+            b = CHANNEL_BLOCK
+            return (n, Loop("fo", self.F // b, "spatial"), y, x, Loop("fi", b, "spatial"),
+                    Loop("rco", self.C // b, "reduction"), ry, rx, Loop("rci", b, "reduction"))
+        return (n, Loop("f", self.F, "spatial"), y, x, Loop("rc", self.C, "reduction"), ry, rx)
 
     @property
     def accesses(self) -> dict[str, Access]:
         st = self.stride
+        h, w = (("y", st), ("ry", 1)), (("x", st), ("rx", 1))
+        if self.layout == "NHWC":
+            return {
+                "data": ((("n", 1),), h, w, (("rc", 1),)),
+                "kernel": ((("ry", 1),), (("rx", 1),), (("rc", 1),), (("f", 1),)),
+                "out": ((("n", 1),), (("y", 1),), (("x", 1),), (("f", 1),)),
+            }
+        if self.layout == "NCHWc":
+            return {
+                "data": ((("n", 1),), (("rco", 1),), h, w, (("rci", 1),)),
+                "kernel": ((("fo", 1),), (("rco", 1),), (("ry", 1),), (("rx", 1),), (("rci", 1),), (("fi", 1),)),
+                "out": ((("n", 1),), (("fo", 1),), (("y", 1),), (("x", 1),), (("fi", 1),)),
+            }
         return {
-            "data": ((("n", 1),), (("rc", 1),), (("y", st), ("ry", 1)), (("x", st), ("rx", 1))),
+            "data": ((("n", 1),), (("rc", 1),), h, w),
             "kernel": ((("f", 1),), (("rc", 1),), (("ry", 1),), (("rx", 1),)),
             "out": ((("n", 1),), (("f", 1),), (("y", 1),), (("x", 1),)),
         }
 
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
-        return (self.N, self.C, self.H, self.W), (self.F, self.C, self.R, self.S)
+        N, C, H, W, F, R, S, b = self.N, self.C, self.H, self.W, self.F, self.R, self.S, CHANNEL_BLOCK
+        if self.layout == "NHWC":
+            return (N, H, W, C), (R, S, C, F)
+        if self.layout == "NCHWc":
+            return (N, C // b, H, W, b), (F // b, C // b, R, S, b, b)
+        return (N, C, H, W), (F, C, R, S)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
+        if self.layout == "NHWC":
+            return (self.N, self.OH, self.OW, self.F)
+        if self.layout == "NCHWc":
+            return (self.N, self.F // CHANNEL_BLOCK, self.OH, self.OW, CHANNEL_BLOCK)
         return (self.N, self.F, self.OH, self.OW)
+
+    def canonical(self) -> "Conv2d":
+        """The same convolution in the NCHW layout."""
+        return dataclasses.replace(self, layout="NCHW")
+
+    def with_layout(self, layout: str) -> "Conv2d":
+        """The same convolution in another layout (same suite and name)."""
+        return dataclasses.replace(self, layout=layout)
+
+    def canonical_inputs(self, data: np.ndarray, kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The inputs in NCHW / OIHW."""
+        if self.layout == "NHWC":
+            return np.ascontiguousarray(data.transpose(0, 3, 1, 2)), np.ascontiguousarray(kernel.transpose(3, 2, 0, 1))
+        if self.layout == "NCHWc":
+            data = data.transpose(0, 1, 4, 2, 3).reshape(self.N, self.C, self.H, self.W)
+            kernel = kernel.transpose(0, 5, 1, 4, 2, 3).reshape(self.F, self.C, self.R, self.S)
+            return np.ascontiguousarray(data), np.ascontiguousarray(kernel)
+        return data, kernel
+
+    def layout_inputs(self, data: np.ndarray, kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """NCHW / OIHW inputs in this workload's layout (the inverse of :meth:`canonical_inputs`)."""
+        b = CHANNEL_BLOCK
+        if self.layout == "NHWC":
+            return np.ascontiguousarray(data.transpose(0, 2, 3, 1)), np.ascontiguousarray(kernel.transpose(2, 3, 1, 0))
+        if self.layout == "NCHWc":
+            data = data.reshape(self.N, self.C // b, b, self.H, self.W).transpose(0, 1, 3, 4, 2)
+            kernel = kernel.reshape(self.F // b, b, self.C // b, b, self.R, self.S).transpose(0, 2, 4, 5, 3, 1)
+            return np.ascontiguousarray(data), np.ascontiguousarray(kernel)
+        return data, kernel
+
+    def from_canonical_output(self, out: np.ndarray) -> np.ndarray:
+        """An NCHW output in this workload's layout."""
+        if self.layout == "NHWC":
+            return np.ascontiguousarray(out.transpose(0, 2, 3, 1))
+        if self.layout == "NCHWc":
+            b = CHANNEL_BLOCK
+            return np.ascontiguousarray(out.reshape(self.N, self.F // b, b, self.OH, self.OW).transpose(0, 1, 3, 4, 2))
+        return out
 
     def te_func(self):
         import tvm
@@ -264,43 +351,65 @@ class Conv2d(Workload):
         data = te.placeholder(self.input_shapes[0], self.dtype, name="data")
         kernel = te.placeholder(self.input_shapes[1], self.dtype, name="kernel")
         p, st = self.padding, self.stride
+        hw = {"NCHW": (2, 3), "NHWC": (1, 2), "NCHWc": (2, 3)}[self.layout]  # the spatial axes of ``data``
         if p:
             # A materialised pad stage: inlining it puts a branch in the vectorised
             # inner loop and costs 4-5x on this machine (tvm_probe.md, section 1).
-            source = te.compute(
-                (self.N, self.C, self.H + 2 * p, self.W + 2 * p),
-                lambda n, c, h, w: tvm.tirx.if_then_else(
-                    tvm.tirx.all(h >= p, h < self.H + p, w >= p, w < self.W + p),
-                    data[n, c, h - p, w - p],
-                    tvm.tirx.const(0.0, self.dtype),
-                ),
-                name="pad",
-            )
+            shape = [d + 2 * p if i in hw else d for i, d in enumerate(self.input_shapes[0])]
+
+            def padded(*index):
+                h, w = index[hw[0]], index[hw[1]]
+                inner = [i - p if axis in hw else i for axis, i in enumerate(index)]
+                return tvm.tirx.if_then_else(tvm.tirx.all(h >= p, h < self.H + p, w >= p, w < self.W + p),
+                                             data[tuple(inner)], tvm.tirx.const(0.0, self.dtype))
+
+            source = te.compute(shape, padded, name="pad")
         else:
             source = data
-        rc = te.reduce_axis((0, self.C), name="rc")
         ry = te.reduce_axis((0, self.R), name="ry")
         rx = te.reduce_axis((0, self.S), name="rx")
-        out = te.compute(
-            self.output_shape,
-            lambda n, f, y, x: te.sum(source[n, rc, y * st + ry, x * st + rx] * kernel[f, rc, ry, rx],
-                                      axis=[rc, ry, rx]),
-            name="conv",
-        )
+        if self.layout == "NHWC":
+            rc = te.reduce_axis((0, self.C), name="rc")
+            out = te.compute(
+                self.output_shape,
+                lambda n, y, x, f: te.sum(source[n, y * st + ry, x * st + rx, rc] * kernel[ry, rx, rc, f],
+                                          axis=[ry, rx, rc]),
+                name="conv",
+            )
+        elif self.layout == "NCHWc":
+            rco = te.reduce_axis((0, self.C // CHANNEL_BLOCK), name="rco")
+            rci = te.reduce_axis((0, CHANNEL_BLOCK), name="rci")
+            out = te.compute(
+                self.output_shape,
+                lambda n, fo, y, x, fi: te.sum(
+                    source[n, rco, y * st + ry, x * st + rx, rci] * kernel[fo, rco, ry, rx, rci, fi],
+                    axis=[rco, ry, rx, rci]),
+                name="conv",
+            )
+        else:
+            rc = te.reduce_axis((0, self.C), name="rc")
+            out = te.compute(
+                self.output_shape,
+                lambda n, f, y, x: te.sum(source[n, rc, y * st + ry, x * st + rx] * kernel[f, rc, ry, rx],
+                                          axis=[rc, ry, rx]),
+                name="conv",
+            )
         return te.create_prim_func([data, kernel, out])
 
     def reference(self, data: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+        data, kernel = self.canonical_inputs(data, kernel)
         p, st = self.padding, self.stride
         x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
         windows = np.lib.stride_tricks.sliding_window_view(x, (self.R, self.S), axis=(2, 3))
         windows = windows[:, :, :: st, :: st][:, :, : self.OH, : self.OW]  # N C OH OW R S
         out = np.tensordot(windows, kernel.astype(np.float64), axes=([1, 4, 5], [1, 2, 3]))  # N OH OW F
-        return out.transpose(0, 3, 1, 2)
+        return self.from_canonical_output(out.transpose(0, 3, 1, 2))
 
     def describe(self) -> str:
+        layout = "" if self.layout == "NCHW" else f" {self.layout}"
         return (
             f"conv2d N={self.N} C={self.C} H={self.H} W={self.W} F={self.F} "
-            f"{self.R}x{self.S} stride={self.stride} pad={self.padding} -> {self.OH}x{self.OW}"
+            f"{self.R}x{self.S} stride={self.stride} pad={self.padding} -> {self.OH}x{self.OW}{layout}"
         )
 
 
@@ -361,9 +470,10 @@ _OPS: dict[str, type[Workload]] = {"conv2d": Conv2d, "matmul": Matmul}
 
 def conv2d(
     N: int, C: int, H: int, W: int, F: int, R: int, S: int, stride: int = 1, padding: int | str = "same", *,
-    dtype: str = "float32", suite: str = "custom", name: str = "",
+    dtype: str = "float32", suite: str = "custom", name: str = "", layout: str = "NCHW",
 ) -> Conv2d:
-    """Build a conv2d workload from shapes. ``padding="same"`` means ``(R - 1) // 2``."""
+    """Build a conv2d workload from shapes. ``padding="same"`` means ``(R - 1) // 2``; ``layout`` is
+    ``"NCHW"`` (default), ``"NHWC"`` or ``"NCHWc"`` (see the module docs)."""
     if isinstance(padding, str) and padding == "same":
         ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (R, S))
         if ints and (R != S or R % 2 == 0):
@@ -371,7 +481,7 @@ def conv2d(
         padding = (R - 1) // 2 if ints else 0  # Conv2d says what is wrong with R or S
     elif not isinstance(padding, (int, np.integer)) or isinstance(padding, (bool, np.bool_)):
         raise WorkloadError(f"padding must be an integer or 'same', got {padding!r:.40}")
-    return Conv2d(N, C, H, W, F, R, S, stride, int(padding), dtype, suite=suite, name=name)
+    return Conv2d(N, C, H, W, F, R, S, stride, int(padding), dtype, layout, suite=suite, name=name)
 
 
 def matmul(M: int, N: int, K: int, *, dtype: str = "float32", suite: str = "custom", name: str = "") -> Matmul:

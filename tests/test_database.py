@@ -160,7 +160,7 @@ def test_another_applications_sqlite_file_is_never_written(tmp_path):
 
 
 @pytest.mark.parametrize("version, message", [("2.1", "malformed schema version '2.1'"), ("", "malformed"),
-                                              ("99", "schema version 99; this tensorgym reads 1")])
+                                              ("99", "schema version 99; this tensorgym reads 2")])
 def test_a_malformed_or_future_schema_version_is_refused_unchanged(tmp_path, version, message):
     path = tmp_path / "r.db"
     Database(path).close()
@@ -285,3 +285,40 @@ def test_a_database_on_a_read_only_mount_is_named_shown_and_replayed(tmp_path, c
         assert info["status"] == "ok"
         replay.close()
         assert sorted(p.name for p in path.parent.iterdir()) == ["r.db"]
+
+
+def test_a_version_1_file_is_migrated_and_keeps_its_records(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '1');
+        CREATE TABLE records (id INTEGER PRIMARY KEY AUTOINCREMENT, workload TEXT NOT NULL, target TEXT NOT NULL,
+            space TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, latency_s REAL, latency_cv REAL,
+            samples TEXT NOT NULL DEFAULT '[]', number INTEGER NOT NULL DEFAULT 0, gflops REAL,
+            build_s REAL NOT NULL DEFAULT 0, run_s REAL NOT NULL DEFAULT 0, wall_s REAL NOT NULL DEFAULT 0,
+            error TEXT NOT NULL DEFAULT '', created REAL NOT NULL, UNIQUE (workload, target, space, config));
+        INSERT INTO records (workload, target, space, config, status, latency_s, gflops, wall_s, created)
+            VALUES ('w', 'fp', 'tiles', '{"a":1}', 'ok', 0.001, 5.0, 0.3, 1.0);
+    """)
+    conn.commit()
+    conn.close()
+    with Database(path) as db:
+        (old,) = db.records("w")
+        assert old.gflops == 5.0 and old.wall_s == 0.3
+        assert old.timing == "full" and old.contention is None and not old.busy  # not known: never "quiet" either
+        db.commit(make_record(2))
+    with Database(path) as db:  # the file is now version 2 and opens as such
+        assert len(db) == 2
+
+
+def test_a_short_timed_record_retimed_in_full_keeps_its_row(db):
+    from dataclasses import replace
+
+    short = db.commit(replace(make_record(1, gflops=1.0), timing="short", samples=(1e-3,)))
+    timed = replace(make_record(1, gflops=2.0), samples=(5e-4, 5e-4, 5e-4), run_s=0.3, wall_s=0.3, contention=0.0)
+    stored = db.retimed(short, timed)
+    assert stored.id == short.id and stored.timing == "full" and stored.gflops == 2.0
+    assert stored.run_s == pytest.approx(0.5) and stored.wall_s == pytest.approx(0.55) and len(db) == 1

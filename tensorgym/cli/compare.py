@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS
-from tensorgym.baselines.compare import DEFAULT_AGENTS, compare
+from tensorgym.baselines.compare import DEFAULT_AGENTS, busy_summary, compare
 from tensorgym.baselines.render import caption, text_table
 from tensorgym.database import database_path, default_path
 
@@ -40,6 +40,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor libraries")
     p.add_argument("--remeasure", type=int, default=3,
                    help="rounds of re-timing every run's best config and the vendors at the end (default: 3)")
+    p.add_argument("--native-blas", action="store_true",
+                   help="clear OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the vendor processes (OpenBLAS picks its "
+                        "kernel for this CPU)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
@@ -52,10 +55,12 @@ def run(args: argparse.Namespace) -> int:
     board = compare(args.env_ids, args.agents, budget=args.budget, seeds=args.seeds, db=db,
                     time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
                     time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
-                    progress=not args.quiet, remeasure=args.remeasure, shape=shape)
+                    progress=not args.quiet, remeasure=args.remeasure, shape=shape, native_blas=args.native_blas)
     print()
     print(text_table(board))
     print(f"\n{caption(board)}")
+    if busy := busy_summary(board):
+        print(busy, file=sys.stderr)
     for error in board.errors:
         print(f"FAILED: {error['agent']} on {error['env']} (seed {error['seed']}): {error['error'].splitlines()[0]}")
     print(f"written to {Path(args.out).resolve()} (compare.csv, compare.json, compare.md, results/, plots/)")

@@ -9,7 +9,8 @@ import sys
 from tensorgym.catalog import ENVS, make_agent
 from tensorgym.checks import integer
 from tensorgym.database import database_path, default_path
-from tensorgym.envs.registration import make_env, workload_of
+from tensorgym.envs.registration import make_env, with_layout, workload_of
+from tensorgym.record import BUSY_SHARE
 from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, check_budget
 
@@ -24,6 +25,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--agent", default="random", help="search agent (default: random)")
     p.add_argument("--space", default=None, choices=tuple(ENVS),
                    help="search space (default: the agent's, tiles for most)")
+    p.add_argument("--layout", choices=("NCHW", "NHWC", "NCHWc"), default=None,
+                   help="conv2d data layout (default: the env's, NCHW); NHWC and NCHWc are oneDNN's")
+    p.add_argument("--packing", choices=("in-kernel", "weights", "all"), default=None,
+                   help="what the kernel receives packed: tiles space (NCHW conv2d) in-kernel or weights; "
+                        "microkernel space in-kernel (default), weights or all. The vendor reference is then "
+                        "one with pre-packed weights too")
     p.add_argument("--features", choices=("af", "generic"),
                    help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
@@ -40,6 +47,8 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     # Everything that can be refused is checked before the database file is created.
     workload = workload_of(args.env_id, parse_shape(args.shape))
+    if args.layout:
+        workload = with_layout(workload, args.layout)
     agent = make_agent(args.agent, **({"features": args.features} if args.features else {}))
     space = args.space or agent.env_space
     agent.check_space(space)
@@ -49,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         output_file("--json", args.json)
     db = database_path(args.db) if args.db is not None else default_path()
     print(f"database: {db}", file=sys.stderr)
-    env = make_env(workload, space=space, db=db)
+    env = make_env(workload, space=space, db=db, **({"packing": args.packing} if args.packing else {}))
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())
@@ -67,19 +76,30 @@ def run(args: argparse.Namespace) -> int:
                      f"{result.best_latency_s * 1e3:.3f}", f"{result.best_latency_cv * 100:.1f}", ""))
     else:
         print("no config ran correctly; see `tensorgym show` for the errors")
+    busy = result.extra.get("busy_trials", 0)
     if not args.no_vendor:
-        from tensorgym.baselines import VendorUnavailable, time_vendor
+        from tensorgym.baselines import VendorUnavailable, time_vendor, vendor_choices
+        from tensorgym.baselines.vendor import ratio_text
 
         try:
-            ref = time_vendor(workload)
+            pre_packed = args.packing in ("weights", "all")
+            choice = next(((lib, lay) for lib, lay in vendor_choices(workload) if ("pre-packed" in lay) == pre_packed),
+                          (None, None))
+            ref = time_vendor(workload, *choice)
             rows.append((f"{ref.library} {ref.layout}", f"{ref.gflops:.1f}", f"{ref.latency_s * 1e3:.3f}",
-                         f"{ref.latency_cv * 100:.1f}", ""))
+                         f"{ref.latency_cv * 100:.1f}", "busy machine" if ref.busy else ""))
             if result.best_gflops:
-                rows[0] = (*rows[0][:4], f"{result.best_gflops / ref.gflops:.2f}x vendor")
+                ratio = ratio_text(result.best_gflops, ref, kernel_busy=result.extra.get("best_busy", False))
+                rows[0] = (*rows[0][:4], ratio)
+            busy += ref.busy
         except VendorUnavailable as exc:
             print(f"(no vendor reference: {exc})")
     if rows:
         print(format_table(rows, ("kernel", "GFLOP/s", "latency ms", "cv %", "")))
+    if busy:
+        print(f"warning: the machine was busy: {busy} timing(s) of this run saw other processes take more than "
+              f"{BUSY_SHARE:.0%} of the cores; those GFLOP/s are what a busy machine gave, and no ratio is drawn "
+              f"from them", file=sys.stderr)
     if result.best_config is not None:
         print(f"best config: {json.dumps(result.best_config.to_json())}")
     return 0

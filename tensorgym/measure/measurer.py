@@ -25,6 +25,12 @@ row end in ``infra_error``, the batch stops with an
 :class:`~tensorgym.measure.faults.InfrastructureError` (records made so far
 were already handed to ``on_record``).
 
+**Cheaper measurements.** Given the fastest latency known for a workload
+(``incumbent_s``, which the :class:`~tensorgym.evaluator.Evaluator` reads from
+the database), the runner times a kernel whose first call is already several
+times slower with one sample only (``Record.timing == "short"``); the
+incumbent improves as faster kernels of the batch are timed.
+
 The default runner is a :class:`~tensorgym.measure.runner.LocalRunner`
 (a child process on this machine); other runners (remote devices, GPUs)
 are passed in. The measurer holds no results: persisting them is the
@@ -151,16 +157,24 @@ class Measurer:
 
     # -- measuring -------------------------------------------------------------
     def measure(self, space: Space, configs: Sequence[Config], *, check: bool = True,
-                on_record: Callable[[Record], None] | None = None) -> list[Record]:
+                on_record: Callable[[Record], None] | None = None,
+                incumbent_s: float | None = None) -> list[Record]:
         """Build, check (if ``check``) and time ``configs``; one record each, in order.
 
         ``on_record`` is called with each record as soon as it exists (to persist it).
+        ``incumbent_s``: the fastest latency known for the workload (None: time every kernel in full).
         """
-        return self.measure_pairs([(space, c) for c in configs], check=check, on_record=on_record)
+        incumbents = {space.workload.key: incumbent_s} if incumbent_s else None
+        return self.measure_pairs([(space, c) for c in configs], check=check, on_record=on_record,
+                                  incumbents=incumbents)
 
     def measure_pairs(self, kernels: Sequence[tuple[Space, Config]], *, check: bool = True,
-                      on_record: Callable[[Record], None] | None = None) -> list[Record]:
-        """:meth:`measure` for ``(space, config)`` pairs of possibly different spaces, built together."""
+                      on_record: Callable[[Record], None] | None = None,
+                      incumbents: Mapping[str, float] | None = None) -> list[Record]:
+        """:meth:`measure` for ``(space, config)`` pairs of possibly different spaces, built together.
+
+        ``incumbents``: the fastest latency known per workload key (see :meth:`measure`).
+        """
         for space, config in kernels:
             if not isinstance(space, Space) or not isinstance(config, Config):
                 raise InvalidTypeError(f"the measurer takes (Space, Config) pairs, got ({type(space).__name__}, "
@@ -179,11 +193,16 @@ class Measurer:
                          timeout=self.build_timeout)
         build_share = (time.monotonic() - t0) / len(kernels)
         self.kernels_built += len(kernels)
+        best = dict(incumbents or {})
         records: list[Record] = []
         in_a_row = 0  # kernels in a row that ended in infra_error
         try:
             for index, ((space, config), built) in enumerate(zip(kernels, builds)):
-                record, builds[index] = self._measure_one(space, config, built, check, build_share)
+                key = space.workload.key
+                record, builds[index] = self._measure_one(space, config, built, check, build_share, best.get(key))
+                trusted = record.ok and not record.short and not record.busy
+                if trusted and record.latency_s < best.get(key, float("inf")):
+                    best[key] = record.latency_s
                 records.append(record)
                 if on_record is not None:
                     on_record(record)
@@ -209,13 +228,13 @@ class Measurer:
         return mode if mode in kinds else None
 
     def _measure_one(self, space: Space, config: Config, built: Outcome, check: bool,
-                     build_share: float) -> tuple[Record, Outcome]:
+                     build_share: float, incumbent_s: float | None = None) -> tuple[Record, Outcome]:
         """The record of one built kernel, repeating what the machine made fail (see the module docs).
         Also returns the build outcome finally used (its artifact is the caller's to remove)."""
         t0 = time.monotonic()
         attempt = 0
         while True:
-            record, machine_failed_in = self._attempt(space, config, built, check, build_share, attempt)
+            record, machine_failed_in = self._attempt(space, config, built, check, build_share, attempt, incumbent_s)
             if machine_failed_in is None or attempt >= self.infra_retries:
                 break
             attempt += 1
@@ -234,7 +253,7 @@ class Measurer:
         return record, built
 
     def _attempt(self, space: Space, config: Config, built: Outcome, check: bool, build_share: float,
-                 attempt: int) -> tuple[Record, str | None]:
+                 attempt: int, incumbent_s: float | None = None) -> tuple[Record, str | None]:
         """One try: the record, and where the machine failed (``"build"``, ``"run"``) or None."""
         build_s = built.value["seconds"] if built.ok else built.seconds
         base = dict(workload=space.workload.key, target=self.target.fingerprint, space=space.name, config=config,
@@ -248,7 +267,7 @@ class Measurer:
             return Record(status=Status.BUILD_ERROR, error=f"build: {built.error}"[:4000], **base), None
         timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
         ran = self.runner.run(space, config, built.value["path"], check=check, timeout=timeout,
-                              fault=self._fault(config, attempt, RUN_FAULTS))
+                              fault=self._fault(config, attempt, RUN_FAULTS), incumbent_s=incumbent_s)
         self.kernels_run += 1
         base["run_s"] = ran.seconds
         base["wall_s"] += ran.seconds
@@ -266,7 +285,9 @@ class Measurer:
             return Record(status=Status(result["status"]), error=result.get("error", ""), **base), None
         median, cv = summarize_samples(result["samples"])
         return Record(status=Status.OK, latency_s=median, latency_cv=cv, samples=tuple(result["samples"]),
-                      number=result["number"], gflops=space.workload.gflops(median), **base), None
+                      number=result["number"], gflops=space.workload.gflops(median),
+                      timing=result.get("timing", "full"), contention=result.get("contention"),
+                      dropped=result.get("dropped", 0), **base), None
 
 
 def _gist(error: str, limit: int = 300) -> str:

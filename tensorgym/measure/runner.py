@@ -53,8 +53,12 @@ class Runner(ABC):
 
     @abstractmethod
     def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
-            fault: str | None = None) -> Outcome:
-        """Load ``artifact`` (the built kernel of ``config``), check it if ``check``, and time it."""
+            fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
+        """Load ``artifact`` (the built kernel of ``config``), check it if ``check``, and time it.
+
+        ``incumbent_s`` is the fastest latency known for the workload, passed on to
+        :func:`~tensorgym.measure.tasks.check_and_time` (a much slower kernel is timed short).
+        """
 
     def start(self) -> None:  # noqa: B027 - a runner without set-up needs none
         """Get ready to run (start processes, open sessions); called before each batch's builds."""
@@ -94,9 +98,9 @@ class LocalRunner(Runner):
         self._worker.start()
 
     def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
-            fault: str | None = None) -> Outcome:
+            fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
         return self._worker.call(f"{_TASKS}:run_local", space, config, artifact, check=check,
-                                 protocol=self.protocol, fault=fault, timeout=timeout)
+                                 protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, timeout=timeout)
 
     def close(self) -> None:
         self._worker.close()

@@ -118,7 +118,7 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def run_local(space: Space, config: Config, path: str, *, check: bool, protocol: TimingProtocol,
-              fault: str | None = None) -> dict[str, Any]:
+              fault: str | None = None, incumbent_s: float | None = None) -> dict[str, Any]:
     """The local runner: load the library at ``path`` on this machine's CPU, then :func:`check_and_time`.
 
     The library is left in place (the measurer removes it once the kernel has its record, so that a
@@ -127,15 +127,18 @@ def run_local(space: Space, config: Config, path: str, *, check: bool, protocol:
     import tvm
 
     module = tvm.runtime.load_module(path)
-    return check_and_time(module, tvm.cpu(0), space, config, check=check, protocol=protocol, fault=fault)
+    return check_and_time(module, tvm.cpu(0), space, config, check=check, protocol=protocol, fault=fault,
+                          incumbent_s=incumbent_s)
 
 
 def check_and_time(module, device, space: Space, config: Config, *, check: bool, protocol: TimingProtocol,
-                   fault: str | None = None) -> dict[str, Any]:
+                   fault: str | None = None, incumbent_s: float | None = None) -> dict[str, Any]:
     """Run a loaded kernel on a TVM ``device``: first call, NumPy check (if ``check``), then the protocol.
 
     Shared by every runner, so every kernel is checked and timed the same way
-    wherever it runs. Returns ``{"status": "ok", "samples": [...], "number": n}``
+    wherever it runs. ``incumbent_s``, the fastest latency known for the workload,
+    lets the protocol time a much slower kernel short. Returns ``{"status": "ok",
+    "samples": [...], "number": n, "contention": share, "dropped": n, "timing": "full" | "short"}``
     or ``{"status": "wrong_result", "error": ...}``.
     """
     import tvm
@@ -162,8 +165,9 @@ def check_and_time(module, device, space: Space, config: Config, *, check: bool,
         if not err <= protocol.rtol:
             return {"status": "wrong_result", "error": f"max relative error {err:.3g} > {protocol.rtol:g}"}
 
-    samples, number = protocol.run(first_call_s, main_sampler(module, device, args))
-    return {"status": "ok", "samples": samples, "number": number}
+    timing = protocol.run(first_call_s, main_sampler(module, device, args), incumbent_s=incumbent_s)
+    return {"status": "ok", "samples": timing.samples, "number": timing.number, "contention": timing.contention,
+            "dropped": timing.dropped, "timing": timing.mode}
 
 
 def main_sampler(module, device, args: list) -> Callable[[int, int], list[float]]:

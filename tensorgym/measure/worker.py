@@ -81,12 +81,14 @@ class Worker:
     """One restartable child process. Not thread-safe; one call at a time."""
 
     def __init__(self, name: str, log_dir: str | Path, *, env: dict[str, str] | None = None,
-                 block_torch: bool = True, preload: Sequence[str] = ("tvm",), report_ready: bool = False):
+                 block_torch: bool = True, preload: Sequence[str] = ("tvm",), report_ready: bool = False,
+                 unset: Sequence[str] = ()):
         self.report_ready = report_ready  # the child says when it has started (see collect)
         self._ready = False
         self.name = name
         self.log_path = Path(log_dir) / f"{name}.log"
         self.env = dict(env or {})
+        self.unset = tuple(unset)  # variables of this process's environment the child does not inherit
         self.block_torch = block_torch
         self.preload = tuple(preload)
         self._proc: subprocess.Popen | None = None
@@ -107,7 +109,7 @@ class Worker:
             return
         self._cleanup()
         parent_sock, child_sock = socket.socketpair()
-        env = {**os.environ, **self.env,
+        env = {**{k: v for k, v in os.environ.items() if k not in self.unset}, **self.env,
                "TENSORGYM_WORKER_SYS_PATH": json.dumps([p for p in sys.path if isinstance(p, str)]),
                "TENSORGYM_WORKER_BLOCK_TORCH": "1" if self.block_torch else "0",
                "TENSORGYM_WORKER_PRELOAD": ",".join(self.preload),

@@ -20,6 +20,41 @@ write it back vectorised, or accumulate in the output directly).
 A config looks like ``{"f": [2, 8, 1, 8], "y": [14, 2, 1, 1], ..., "rc": [8, 16],
 "unroll": 64, "cache_write": 1}``, outermost level first.
 
+**Vectorised axis and data packing.** The last spatial loop of the workload is
+vectorised: ``x`` for an NCHW conv2d (28 lanes on ResNet R5, 7 on R11: AVX-512
+registers half empty, and weights read with a stride), ``f`` for NHWC and
+NCHWc workloads (16-lane output-channel vectors, weights contiguous). For an
+NCHW conv2d, ``packing`` tiles the blocked NCHWc loop nest instead and packs in
+the kernel, the way TVM's x86 ``conv2d_NCHWc`` does:
+
+* ``packing="in-kernel"``: the kernel takes NCHW/OIHW tensors, packs the
+  (padded) input to ``[n][c/16][h][w][16c]`` and the weights to
+  ``[f/16][c/16][r][s][16c][16f]``, computes with ``fi`` (16 output channels)
+  vectorised and accumulating in NCHW16c, and writes the NCHW output back;
+* ``packing="weights"``: the same, with the weights packed once by a cached
+  pre-pass outside the timed region (as frameworks pack weights at load).
+
+Its configs tile the loops ``n, y, x, fo, fi, rco, ry, rx, rci`` (of :attr:`TilesSpace.nest`;
+``fo`` inside ``x``, so that each broadcast input value feeds every output-channel block of the
+register tile at once), so they are never confused with unpacked configs of the same workload.
+
+What reaches the FMA units (``bench/kernel_anatomy.py --tiles``): with the
+output tile accumulated in a local buffer (``cache_write=1``), no S2 tile
+(every level-2 spatial tile 1, so the buffer is indexed by constants once S3 is
+unrolled) and output channels vectorised (NHWC, or packed), LLVM keeps the
+register tile in registers: on R5 a 2 x 14 x 16-lane tile is 28 FMAs, 14
+broadcasts and 2 loads per step, as in the microkernel space. With an S2 tile
+the accumulators spill, and an NCHW nest (``x`` vectorised) is far worse: a
+4 x 8 x 28-lane R5 tile is one block of 4,672 instructions for 64 FMAs. That
+is what ``packing`` and the NHWC / NCHWc layouts are for.
+
+**Build cost.** ``unroll`` over a large register tile makes a long straight-line
+body for LLVM. Sampling 100+ random and deliberately extreme configs of R5, R7,
+Y9 and M3 on this LLVM (unroll 512 over up to 448 unrolled vector statements)
+found no build over 0.6 s of CPU, so the space has no rule against them; the
+measurer's build timeout (30 s) cuts off any that explodes elsewhere, and
+records it as a ``timeout``.
+
 Coordinates (what a *hop* moves, seed 000): for each loop of extent > 1, the
 levels below the outermost (levels 1-3 of a spatial loop, level 1 of a
 reduction loop) take values in the sorted divisor list of the extent; level 0
@@ -41,7 +76,7 @@ from ...config import Config
 from ...errors import InvalidArgumentError, InvalidTypeError
 from ...factors import count_factorizations, divisors, nth_factorization
 from ...target import Target
-from ...workloads import Workload
+from ...workloads import CHANNEL_BLOCK, Conv2d, Workload
 from ..base import MAX_HOPS, Space, SpaceError
 from .features import FEATURE_NAMES, generic_feature_names, generic_features, normalise, scaled_features, tile_features
 
@@ -71,13 +106,15 @@ class TilesSpace(Space):
     feature_names = FEATURE_NAMES
 
     def __init__(self, workload: Workload, target: Target, *, unroll_choices: tuple[int, ...] = UNROLL_CHOICES,
-                 max_innermost: int = MAX_INNERMOST):
+                 max_innermost: int = MAX_INNERMOST, packing: str | None = None):
         super().__init__(workload, target)
         if target.kind != "llvm":
             raise SpaceError(f"the tiles space targets LLVM CPUs; got target kind {target.kind!r}")
         self.unroll_choices = _unroll_choices(unroll_choices)
         self.max_innermost = integer("max_innermost", max_innermost, minimum=1)
-        self.loops = workload.loops
+        self.packing = packing
+        self.nest: Workload = _packed_nest(workload, packing) if packing else workload
+        self.loops = _register_order(self.nest.loops) if packing else self.nest.loops
         self.levels = {lp.name: SPATIAL_LEVELS if lp.kind == "spatial" else REDUCTION_LEVELS for lp in self.loops}
         self.extents = {lp.name: lp.extent for lp in self.loops}
         coords: list[Coordinate] = []
@@ -93,11 +130,11 @@ class TilesSpace(Space):
 
     def __getstate__(self):
         return {"workload": self.workload, "target": self.target, "unroll_choices": self.unroll_choices,
-                "max_innermost": self.max_innermost}
+                "max_innermost": self.max_innermost, "packing": self.packing}
 
     def __setstate__(self, state):
         self.__init__(state["workload"], state["target"], unroll_choices=state["unroll_choices"],
-                      max_innermost=state["max_innermost"])
+                      max_innermost=state["max_innermost"], packing=state.get("packing"))
 
     # -- validity -----------------------------------------------------------
     def check(self, config: Config) -> None:
@@ -253,11 +290,13 @@ class TilesSpace(Space):
         import tvm
 
         self.check(config)
-        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": self.workload.te_func()}))
+        func = packed_te_func(self.workload, self.packing) if self.packing else self.workload.te_func()
+        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
         block = sch.get_sblock(_main_block(self.workload))
         split = {}
-        for lp, loop in zip(self.loops, sch.get_loops(block)):
-            split[lp.name] = sch.split(loop, list(config[lp.name]))
+        handles = dict(zip((lp.name for lp in self.nest.loops), sch.get_loops(block)))
+        for lp in self.loops:
+            split[lp.name] = sch.split(handles[lp.name], list(config[lp.name]))
         spatial = [lp.name for lp in self.loops if lp.kind == "spatial"]
         reduction = [lp.name for lp in self.loops if lp.kind == "reduction"]
         level = lambda names, i: [split[n][i] for n in names]  # noqa: E731
@@ -274,10 +313,114 @@ class TilesSpace(Space):
         if config["unroll"]:
             sch.annotate(outer, "pragma_auto_unroll_max_step", int(config["unroll"]))
             sch.annotate(outer, "pragma_unroll_explicit", 1)
-        if getattr(self.workload, "padding", 0):
+        if self.packing:
+            _schedule_packing(sch)
+        elif getattr(self.workload, "padding", 0):
             _schedule_pad(sch)
         sch.decompose_reduction(block, r0[0])
         return sch.mod
+
+    # -- packed layouts (packing="weights") ------------------------------------------
+    def kernel_arguments(self, config: Config, inputs):
+        if self.packing != "weights":
+            return super().kernel_arguments(config, inputs)
+        return [inputs[0], packed_weights(self.nest, inputs[1]),
+                np.zeros(self.workload.output_shape, dtype=self.workload.dtype)]
+
+    def info(self, config: Config) -> dict:
+        if not self.packing:
+            return {"vectorised": self.loops[[lp.kind for lp in self.loops].index("reduction") - 1].name}
+        return {"vectorised": "fi (16 output channels, NCHW16c accumulator)",
+                "packing": {"in-kernel": "data and weights packed in the kernel (timed)",
+                            "weights": "weights packed once (cached pre-pass, not timed); data in the kernel"}[
+                    self.packing]}
+
+
+PACKINGS = ("in-kernel", "weights")
+
+
+def _packed_nest(workload: Workload, packing: str) -> Workload:
+    """The NCHWc workload whose loops a packed tiles space tiles (or a clear refusal)."""
+    if packing not in PACKINGS:
+        raise SpaceError(f"tiles packing must be one of {PACKINGS} or None, got {packing!r}")
+    if not isinstance(workload, Conv2d) or workload.layout != "NCHW":
+        raise SpaceError(f"tiles packing applies to NCHW conv2d workloads (NHWC and NCHWc ones vectorise output "
+                         f"channels already); {workload.label} is {getattr(workload, 'layout', workload.op)}")
+    if workload.C % CHANNEL_BLOCK or workload.F % CHANNEL_BLOCK:
+        raise SpaceError(f"tiles packing needs input and output channels in blocks of {CHANNEL_BLOCK}; "
+                         f"{workload.label} has C={workload.C}, F={workload.F}")
+    return workload.with_layout("NCHWc")
+
+
+def _register_order(loops):
+    """The packed nest's loops in the order its tiles nest: output blocks ``fo`` just outside the vectorised
+    ``fi``, so that in the register tile each input value broadcast feeds the FMAs of every output block
+    at once (pixels outer, channel blocks inner: the order of the microkernel space), instead of being
+    broadcast again for each block and kept live meanwhile, which spills the accumulators."""
+    spatial = [lp for lp in loops if lp.kind == "spatial"]
+    reduction = [lp for lp in loops if lp.kind == "reduction"]
+    by_name = {lp.name: lp for lp in spatial}
+    return tuple(by_name[n] for n in ("n", "y", "x", "fo", "fi")) + tuple(reduction)
+
+
+def packed_weights(nest: Conv2d, kernel: np.ndarray) -> np.ndarray:
+    """The weights pre-pass: OIHW weights as OIhw16i16o (``nest``'s layout), computed once and cached."""
+    key = (nest, kernel.shape, kernel.tobytes())
+    if key not in _PACKED:
+        _PACKED.clear()  # one layer at a time
+        packed = nest.layout_inputs(np.zeros(nest.canonical().input_shapes[0], dtype="float32"), kernel)[1]
+        packed.setflags(write=False)
+        _PACKED[key] = packed
+    return _PACKED[key]
+
+
+_PACKED: dict = {}
+
+
+def packed_te_func(workload: Conv2d, packing: str):
+    """The NCHW conv2d computed as NCHWc: pack (and pad) the input, pack the weights (unless they come packed),
+    convolve with 16 output channels innermost, unpack to NCHW. Stages: dpack, kpack, conv, unpack."""
+    import tvm
+    from tvm import te
+
+    b, wl, p, st = CHANNEL_BLOCK, workload, workload.padding, workload.stride
+    nest = wl.with_layout("NCHWc")
+    data = te.placeholder(wl.input_shapes[0], wl.dtype, name="data")
+    dpack = te.compute(
+        (wl.N, wl.C // b, wl.H + 2 * p, wl.W + 2 * p, b),
+        lambda n, cb, h, w, ci: tvm.tirx.if_then_else(
+            tvm.tirx.all(h >= p, h < wl.H + p, w >= p, w < wl.W + p), data[n, cb * b + ci, h - p, w - p],
+            tvm.tirx.const(0.0, wl.dtype)),
+        name="dpack")
+    if packing == "weights":
+        kernel = kpack = te.placeholder(nest.input_shapes[1], wl.dtype, name="kernel_packed")
+    else:
+        kernel = te.placeholder(wl.input_shapes[1], wl.dtype, name="kernel")
+        kpack = te.compute(nest.input_shapes[1],
+                           lambda fo, cb, r, s, ci, fi: kernel[fo * b + fi, cb * b + ci, r, s], name="kpack")
+    rco = te.reduce_axis((0, wl.C // b), name="rco")
+    ry, rx = te.reduce_axis((0, wl.R), name="ry"), te.reduce_axis((0, wl.S), name="rx")
+    rci = te.reduce_axis((0, b), name="rci")
+    conv = te.compute(
+        nest.output_shape,
+        lambda n, fo, y, x, fi: te.sum(dpack[n, rco, y * st + ry, x * st + rx, rci] * kpack[fo, rco, ry, rx, rci, fi],
+                                       axis=[rco, ry, rx, rci]),
+        name="conv")
+    out = te.compute(wl.output_shape, lambda n, f, y, x: conv[n, f // b, y, x, f % b], name="unpack")
+    return te.create_prim_func([data, kernel, out])
+
+
+def _schedule_packing(sch) -> None:
+    """Packing stages in parallel: dpack over (n, c/16, h) and kpack over (f/16, c/16), 16 lanes vectorised;
+    the unpack over (n, f), vectorised along x."""
+    for name, fused in (("dpack", 3), ("kpack", 2), ("unpack", 2)):
+        try:
+            block = sch.get_sblock(name)
+        except Exception:  # noqa: BLE001 - kpack is absent when the weights arrive packed
+            continue
+        loops = sch.get_loops(block)
+        sch.parallel(sch.fuse(*loops[:fused]))
+        sch.vectorize(loops[-1])
 
 
 def _unroll_choices(value) -> tuple[int, ...]:
