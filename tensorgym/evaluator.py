@@ -95,7 +95,8 @@ class Evaluator:
                               f"{self.database.path} (replay answers only measured configs), e.g. "
                               f"{next(iter(missing)).key}")
         if missing:
-            self.measurer.measure(self.space, list(missing), on_record=commit, incumbent_s=self.incumbent_s())
+            self.measurer.measure(self.space, list(missing), on_record=commit, adaptive=True,
+                                  incumbent_s=self.incumbent_s())
         return [known[c] for c in configs]
 
     def incumbent_s(self) -> float | None:

@@ -139,7 +139,7 @@ class SyntheticMeasurer(Measurer):
     def runner_restarts(self) -> int:
         return 0
 
-    def measure_pairs(self, kernels, *, check=True, on_record=None):
+    def measure_pairs(self, kernels, *, check=True, on_record=None, incumbents=None):
         records = []
         for space, config in kernels:
             wl = space.workload

@@ -295,6 +295,8 @@ def test_a_version_1_file_is_migrated_and_keeps_its_records(tmp_path):
     conn.executescript("""
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         INSERT INTO meta VALUES ('schema_version', '1');
+        CREATE TABLE workloads (key TEXT PRIMARY KEY, label TEXT NOT NULL, json TEXT NOT NULL);
+        CREATE TABLE targets (fingerprint TEXT PRIMARY KEY, label TEXT NOT NULL, json TEXT NOT NULL);
         CREATE TABLE records (id INTEGER PRIMARY KEY AUTOINCREMENT, workload TEXT NOT NULL, target TEXT NOT NULL,
             space TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, latency_s REAL, latency_cv REAL,
             samples TEXT NOT NULL DEFAULT '[]', number INTEGER NOT NULL DEFAULT 0, gflops REAL,

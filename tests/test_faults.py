@@ -187,7 +187,7 @@ class DyingRunner(Runner):
         super().__init__(local_cpu())
         self.calls = 0
 
-    def run(self, space, config, artifact, *, check, timeout, fault=None):
+    def run(self, space, config, artifact, *, check, timeout, fault=None, incumbent_s=None):
         self.calls += 1
         return Outcome("crash", error="worker process killed by signal SIGKILL", signal=signal.SIGKILL)
 
@@ -241,7 +241,7 @@ class FlakyMeasurer(SyntheticMeasurer):
         super().__init__()
         self.broken = set(broken)
 
-    def measure_pairs(self, kernels, *, check=True, on_record=None):
+    def measure_pairs(self, kernels, *, check=True, on_record=None, incumbents=None):
         good = [(s, c) for s, c in kernels if c not in self.broken]
         out = {r.config: r for r in super().measure_pairs(good, check=check)}
         records = []

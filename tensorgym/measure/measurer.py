@@ -157,14 +157,16 @@ class Measurer:
 
     # -- measuring -------------------------------------------------------------
     def measure(self, space: Space, configs: Sequence[Config], *, check: bool = True,
-                on_record: Callable[[Record], None] | None = None,
+                on_record: Callable[[Record], None] | None = None, adaptive: bool = False,
                 incumbent_s: float | None = None) -> list[Record]:
         """Build, check (if ``check``) and time ``configs``; one record each, in order.
 
-        ``on_record`` is called with each record as soon as it exists (to persist it).
-        ``incumbent_s``: the fastest latency known for the workload (None: time every kernel in full).
+        ``on_record`` is called with each record as soon as it exists (to persist it). With
+        ``adaptive``, a kernel whose first call is several times slower than the fastest one known is
+        timed short: ``incumbent_s`` is the fastest latency known for the workload beforehand (None: none
+        yet), and it improves as the batch's kernels are timed. Without it every kernel is timed in full.
         """
-        incumbents = {space.workload.key: incumbent_s} if incumbent_s else None
+        incumbents = ({space.workload.key: incumbent_s} if incumbent_s else {}) if adaptive else None
         return self.measure_pairs([(space, c) for c in configs], check=check, on_record=on_record,
                                   incumbents=incumbents)
 
@@ -173,7 +175,8 @@ class Measurer:
                       incumbents: Mapping[str, float] | None = None) -> list[Record]:
         """:meth:`measure` for ``(space, config)`` pairs of possibly different spaces, built together.
 
-        ``incumbents``: the fastest latency known per workload key (see :meth:`measure`).
+        ``incumbents``: the fastest latency known per workload key (may be empty), for adaptive timing
+        (see :meth:`measure`); None times every kernel in full.
         """
         for space, config in kernels:
             if not isinstance(space, Space) or not isinstance(config, Config):
@@ -201,7 +204,7 @@ class Measurer:
                 key = space.workload.key
                 record, builds[index] = self._measure_one(space, config, built, check, build_share, best.get(key))
                 trusted = record.ok and not record.short and not record.busy
-                if trusted and record.latency_s < best.get(key, float("inf")):
+                if incumbents is not None and trusted and record.latency_s < best.get(key, float("inf")):
                     best[key] = record.latency_s
                 records.append(record)
                 if on_record is not None:
