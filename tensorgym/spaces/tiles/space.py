@@ -328,6 +328,7 @@ class TilesSpace(Space):
                 np.zeros(self.workload.output_shape, dtype=self.workload.dtype)]
 
     def info(self, config: Config) -> dict:
+        self.check(config)
         if not self.packing:
             return {"vectorised": self.loops[[lp.kind for lp in self.loops].index("reduction") - 1].name}
         return {"vectorised": "fi (16 output channels, NCHW16c accumulator)",
