@@ -11,6 +11,7 @@ from .config import Config, ConfigError
 from .database import Database
 from .errors import TensorgymError
 from .record import Record, Status
+from .measure.rpc import remote_target
 from .target import local_cpu
 from .workloads import conv2d, matmul
 
@@ -23,4 +24,4 @@ except _metadata.PackageNotFoundError:  # running from a source tree that was ne
     __version__ = "0+unknown"
 
 __all__ = ["Config", "ConfigError", "Database", "Record", "Status", "TensorgymError", "conv2d", "envs", "local_cpu",
-           "make_env", "matmul", "workloads"]
+           "make_env", "matmul", "remote_target", "workloads"]

@@ -39,6 +39,8 @@ def test_tune_then_show(tmp_path, capsys):
     (["tune", "tensorgym/Matmul-v0", "--shape", "M=64,N=32"], "missing K"),
     (["tune", "Matmul-BERT-M2-v0", "--shape", "M=64,N=32,K=16"], "fixed shape"),
     (["compare", "tensorgym/Matmul-v0", "--shape", "M64"], "NAME=VALUE"),
+    (["tune", "Matmul-BERT-M2-v0", "--rpc", "10.0.0.1/zen5"], "TRACKER_HOST:PORT/KEY"),
+    (["tune", "Matmul-BERT-M2-v0", "--rpc", "127.0.0.1:1/zen5"], "no RPC tracker answers at 127.0.0.1:1"),
 ])
 def test_cli_errors_are_one_line_and_create_no_file(tmp_path, capsys, args, message):
     db = tmp_path / "never.db"

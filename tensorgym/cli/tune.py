@@ -12,6 +12,7 @@ from tensorgym.envs.registration import make_env, workload_of
 from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, check_budget
 
+from .args import add_rpc_argument, rpc_target
 from .shapes import parse_shape
 
 
@@ -31,6 +32,7 @@ def add_parser(subparsers) -> None:
                                               f"{default_path()})")
     p.add_argument("--json", help="also write the tuning history to this JSON file")
     p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor library")
+    add_rpc_argument(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -42,9 +44,10 @@ def run(args: argparse.Namespace) -> int:
     space = args.space or agent.env_space
     agent.check_space(space)
     check_budget(args.budget, args.time_budget)
+    target = rpc_target(args.rpc)
     db = args.db if args.db is not None else default_path()
-    print(f"database: {db}", file=sys.stderr)
-    env = make_env(workload, space=space, db=db)
+    print(f"database: {db}" + (f"; timing on {target.label}" if target is not None else ""), file=sys.stderr)
+    env = make_env(workload, space=space, db=db, target=target)
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())
@@ -62,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
                      f"{result.best_latency_s * 1e3:.3f}", f"{result.best_latency_cv * 100:.1f}", ""))
     else:
         print("no config ran correctly; see `tensorgym show` for the errors")
-    if not args.no_vendor:
+    if target is not None and not args.no_vendor:
+        print("(no vendor reference: the vendor libraries run on this machine, not on the remote device)")
+    elif not args.no_vendor:
         from tensorgym.baselines import VendorUnavailable, time_vendor
 
         try:

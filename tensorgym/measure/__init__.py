@@ -2,6 +2,7 @@
 
 from .measurer import Measurer
 from .protocol import TimingProtocol
+from .rpc import DeviceUnavailable, RPCRunner, remote_target
 from .runner import LocalRunner, Runner
 
-__all__ = ["LocalRunner", "Measurer", "Runner", "TimingProtocol"]
+__all__ = ["DeviceUnavailable", "LocalRunner", "Measurer", "RPCRunner", "Runner", "TimingProtocol", "remote_target"]

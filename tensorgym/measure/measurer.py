@@ -13,10 +13,13 @@
   ``timeout``; one whose output differs from NumPy is a ``wrong_result``.
   The runner is restarted and the batch goes on.
 
-The default runner is a :class:`~tensorgym.measure.runner.LocalRunner`
-(a child process on this machine); other runners (remote devices, GPUs)
-are passed in. The measurer holds no results: persisting them is the
-:class:`~tensorgym.evaluator.Evaluator`'s job.
+The target decides the default runner (:func:`runner_for`): a
+:class:`~tensorgym.measure.runner.LocalRunner` (a child process on this
+machine) for the local CPU, an :class:`~tensorgym.measure.rpc.RPCRunner` for a
+remote target (:func:`tensorgym.remote_target`), so that an environment made
+with ``target=remote_target(...)`` measures on that device with no other
+change. Other runners are passed in. The measurer holds no results:
+persisting them is the :class:`~tensorgym.evaluator.Evaluator`'s job.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ..record import Record, Status, summarize_samples
 from ..spaces.base import Space
 from ..target import Target, resolve_target
 from .protocol import TimingProtocol
+from .rpc import RPCRunner
 from .runner import LocalRunner, Runner
 from .tasks import FAULTS
 from .worker import Outcome, Worker, run_all
@@ -41,13 +45,21 @@ log = logging.getLogger(__name__)
 _TASKS = "tensorgym.measure.tasks"
 
 
+def runner_for(target: Target, work_dir: str, protocol: TimingProtocol | None = None) -> Runner:
+    """The runner a target is measured with: on this machine, or through TVM RPC for a remote target."""
+    if target.remote is not None:
+        return RPCRunner(target, work_dir, protocol)
+    return LocalRunner(target, work_dir, protocol)
+
+
 class Measurer:
     """Compiles and times kernels for one target. Use as a context manager or call :meth:`close`.
 
     Args:
         target: where kernels run (default: the local CPU; a given ``runner``'s target otherwise).
-        runner: checks and times the built kernels (default: a
-            :class:`~tensorgym.measure.runner.LocalRunner` on this machine).
+        runner: checks and times the built kernels (default: :func:`runner_for` the target:
+            a :class:`~tensorgym.measure.runner.LocalRunner` on this machine, or an RPC runner
+            for a remote target).
         builders: build processes (default: one per core of this machine).
         protocol: the timing protocol of the default runner (a given runner has its own).
         build_timeout: seconds allowed to build one kernel (MetaSchedule's default). A few
@@ -55,8 +67,9 @@ class Measurer:
             compile and are not fast when they are built.
         run_timeout: seconds allowed to check and time one kernel; ``None`` scales
             with the workload: 10 s + 25 s per GFLOP.
-        faults: test hook, ``{config: "crash" | "hang"}``: the local runner crashes or
-            hangs instead of running that config's kernel.
+        faults: test hook, ``{config: "crash" | "hang"}``: the runner's process (the
+            local child, or the remote device's session) crashes or hangs instead of
+            running that config's kernel.
     """
 
     def __init__(self, target: Target | str | None = None, *, runner: Runner | None = None,
@@ -78,7 +91,7 @@ class Measurer:
         # One thread per builder: parallelism comes from the processes.
         self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"})
                           for i in range(n_builders)]
-        self.runner = runner if runner is not None else LocalRunner(self.target, self._workdir, protocol)
+        self.runner = runner if runner is not None else runner_for(self.target, self._workdir, protocol)
         self.kernels_built = 0
         self.kernels_run = 0
 
