@@ -70,7 +70,7 @@ def _board():
 def test_table_rows_statistics():
     board = _board()
     assert board.points == (2, 4)  # points beyond the budget are dropped
-    assert board.metric_names() == ["@2", "@4", "@3s", "final", "re-timed", "to95%"]
+    assert board.metric_names() == ["@2", "@4", "@3s", "final", "re-timed", "to95%", "score", "score(t)", "AUC"]
     stats = board.stats("E1", "a")
     assert stats["@2"].values == (2, 3) and stats["@4"].mean == pytest.approx(3.5)
     assert stats["@3s"].values == (3, 3) and stats["final"].values == (6, 9)
