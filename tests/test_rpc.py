@@ -40,7 +40,8 @@ def watchdog():
 
 @pytest.fixture(scope="module")
 def device(tmp_path_factory):
-    with LoopbackDevice(key="tg-test", cores={0}, log_dir=tmp_path_factory.mktemp("rpc")) as loopback:
+    one_core = {min(os.sched_getaffinity(0))}  # pinned to one core: a device of its own on a larger machine
+    with LoopbackDevice(key="tg-test", cores=one_core, log_dir=tmp_path_factory.mktemp("rpc")) as loopback:
         yield loopback
 
 
@@ -156,3 +157,17 @@ def test_records_of_a_dead_device_are_errors_not_exceptions(device, target, tmp_
         records = measurer.measure(space, space.sample_many(np.random.default_rng(5), 2))
     assert all(r.status is Status.RUNTIME_ERROR and "no device server with key 'ghost'" in r.error for r in records)
     assert time.monotonic() - t0 < 60
+
+
+@pytest.mark.slow
+def test_a_compare_over_rpc_times_on_the_device_and_leaves_the_vendors_out(device, target, tmp_path):
+    from tensorgym.baselines.compare import compare
+
+    board = compare(["tensorgym/Matmul-v0"], ["random"], budget=2, seeds=1, db=tmp_path / "r.db",
+                    out_dir=tmp_path / "out", shape={"M": 32, "N": 32, "K": 16}, progress=False, remeasure=1,
+                    target=target)
+    (result,) = board.results[("tensorgym/Matmul-v0[M=32,N=32,K=16]", "random")]
+    assert result.target == device.fingerprint and board.vendor == {} and not board.errors
+    assert len(result.extra["remeasured_samples"]) == 1  # the winner was re-timed on the device too
+    with Database(tmp_path / "r.db") as db:
+        assert {r.target for r in db.records()} == {device.fingerprint}

@@ -38,6 +38,17 @@ from pathlib import Path
 from .runs import MEASURE_RESOURCE, import_ray
 
 
+_AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
+
+
+def _reload_ray_auth() -> None:
+    """Ray caches its configuration and token when first used: make it read the environment again."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -100,6 +111,7 @@ class LocalRayCluster:
         self.gcs_port = 0
         self.nodes: list[subprocess.Popen] = []
         self._family: set[int] = set()
+        self._saved_env: dict[str, str | None] | None = None
 
     @staticmethod
     def ip(index: int) -> str:
@@ -118,13 +130,12 @@ class LocalRayCluster:
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
 
     def use_from_this_process(self) -> None:
-        """Make this process (a driver) authenticate to this cluster; Ray caches the setting, so refresh it."""
+        """Make this process (a driver) authenticate to this cluster (undone by :meth:`stop`)."""
+        if self._saved_env is None:
+            self._saved_env = {name: os.environ.get(name) for name in _AUTH_VARIABLES}
         os.environ.pop("RAY_AUTH_TOKEN", None)
         os.environ.update(self.auth_env())
-        from ray._raylet import AuthenticationTokenLoader, Config
-
-        Config.initialize("")
-        AuthenticationTokenLoader.instance().reset_cache()
+        _reload_ray_auth()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> "LocalRayCluster":
@@ -147,14 +158,6 @@ class LocalRayCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-    def kill_node(self, index: int) -> None:
-        """SIGKILL node ``index``'s whole process group, as a machine that dies."""
-        try:
-            os.killpg(self.nodes[index].pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.nodes[index].wait()
 
     def stop(self, grace: float = 3.0) -> None:
         """Stop every node (workers first, the head last); nothing started here is left running."""
@@ -187,6 +190,14 @@ class LocalRayCluster:
                 pass
         self.nodes = []
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._saved_env is not None:  # this process's Ray settings as they were before
+            for name, value in self._saved_env.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            self._saved_env = None
+            _reload_ray_auth()
 
     # -- helpers -----------------------------------------------------------------------------------
     def _start_node(self, index: int) -> subprocess.Popen:

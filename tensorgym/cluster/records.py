@@ -52,6 +52,9 @@ class RecordWriter:
     def ready(self) -> str:
         return self.path
 
+    def close(self) -> None:
+        self.db.close()
+
     def run_started(self, tag: str, node: str, pid: int) -> None:
         self._run(tag)["attempts"].append({"node": node, "pid": pid, "started": time.time()})
 

@@ -155,6 +155,7 @@ class MeasuringCluster:
     def close(self) -> None:
         if self._ray is not None and self._writer is not None:
             try:
+                self._ray.get(self._writer.close.remote(), timeout=60)  # every commit is durable already
                 self._ray.kill(self._writer)
             except Exception:  # noqa: BLE001 - the cluster may be gone already
                 pass
