@@ -125,6 +125,7 @@ def test_stopping_the_rpc_server_leaves_no_process(device, target):
     assert device.server_registered()
 
 
+@pytest.mark.slow
 def test_tune_on_the_command_line_times_on_the_device(device, tmp_path, capsys):
     from tensorgym.cli import main
 
