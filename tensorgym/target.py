@@ -1,4 +1,4 @@
-"""Where kernels run: the local CPU (the embedded default).
+"""Where kernels run: the local CPU (the embedded default), or a CPU reached through TVM RPC.
 
 A :class:`Target` describes the hardware that matters for tuning (vector width,
 cores, cache sizes) and carries a *fingerprint* that keys measurements in the
@@ -7,6 +7,14 @@ never mix with this machine's.
 
 Reading the machine needs no TVM import: the LLVM ``mcpu`` is resolved inside
 the build workers, where TVM is loaded anyway.
+
+A *remote* target (:func:`tensorgym.remote_target`) is a CPU on another machine
+that a device server (``tensorgym rpc-server``) serves through a TVM RPC
+tracker. Its description is read on that machine by the server itself
+(:func:`device_description`), so its fingerprint is the one the machine would
+have locally: the same device keys the same records, whichever way it is
+reached. Where it is reached (:class:`RemoteDevice`) and the LLVM CPU name it
+reported are not part of the fingerprint.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -43,6 +51,43 @@ class TargetError(TensorgymError, ValueError):
 
 
 @dataclass(frozen=True)
+class RemoteDevice:
+    """A device served by ``tensorgym rpc-server`` behind a TVM RPC tracker.
+
+    ``key`` is the device key the server registered with; ``request_timeout`` is
+    how many seconds a measurement waits for the tracker to hand out a free
+    server of that key (servers measure one kernel at a time).
+    """
+
+    tracker_host: str
+    tracker_port: int
+    key: str
+    request_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.tracker_host or not self.key or "/" in self.key:
+            raise TargetError(f"an RPC device needs a tracker host and a key without '/', got {self.address!r}")
+        if not 0 < self.tracker_port < 65536:
+            raise TargetError(f"tracker port must be in 1..65535, got {self.tracker_port}")
+        if not self.request_timeout > 0:
+            raise TargetError(f"request_timeout must be positive seconds, got {self.request_timeout!r}")
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT/KEY``, the command line's ``--rpc`` form."""
+        return f"{self.tracker_host}:{self.tracker_port}/{self.key}"
+
+    @staticmethod
+    def parse(text: str, request_timeout: float = 60.0) -> "RemoteDevice":
+        """``HOST:PORT/KEY`` (e.g. ``127.0.0.1:9190/zen5``) as a RemoteDevice."""
+        tracker, slash, key = str(text).partition("/")
+        host, colon, port = tracker.rpartition(":")
+        if not slash or not colon or not port.isdigit():
+            raise TargetError(f"expected TRACKER_HOST:PORT/KEY (e.g. 127.0.0.1:9190/zen5), got {text!r}")
+        return RemoteDevice(host, int(port), key, request_timeout)
+
+
+@dataclass(frozen=True)
 class Target:
     """A device kernels are built for and timed on."""
 
@@ -54,8 +99,12 @@ class Target:
     l2_bytes: int
     l3_bytes: int
     tvm_version: str
-    mcpu: str | None = None  # None: the host CPU, resolved where TVM is loaded
+    mcpu: str | None = None  # None: the device's own CPU, as LLVM names it
     extra: tuple[tuple[str, Any], ...] = field(default=())
+    # Not part of the fingerprint: LLVM's name for the device's CPU when it was read on the device
+    # (a remote target; None: ask LLVM on this machine), and where a remote device is reached.
+    system_mcpu: str | None = None
+    remote: RemoteDevice | None = None
 
     @property
     def vector_lanes_fp32(self) -> int:
@@ -81,7 +130,8 @@ class Target:
 
     @property
     def label(self) -> str:
-        return f"{self.kind}:{self.cpu_model} x{self.num_cores}"
+        where = f" via rpc {self.remote.address}" if self.remote is not None else ""
+        return f"{self.kind}:{self.cpu_model} x{self.num_cores}{where}"
 
     def tvm_target(self):
         """The ``tvm.target.Target``; call only where TVM is imported (workers)."""
@@ -89,7 +139,7 @@ class Target:
 
         if self.kind != "llvm":
             raise TargetError(f"target kind {self.kind!r} cannot be built here")
-        mcpu = self.mcpu or tvm.target.codegen.llvm_get_system_cpu()
+        mcpu = self.mcpu or self.system_mcpu or tvm.target.codegen.llvm_get_system_cpu()
         # "num-cores" is required by MetaSchedule and harmless elsewhere.
         config = {"kind": "llvm", "mcpu": mcpu, "num-cores": self.num_cores}
         mattr = self.llvm_missing_features(mcpu)
@@ -109,6 +159,17 @@ class Target:
         data = asdict(self)
         data["fingerprint"] = self.fingerprint
         return data
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "Target":
+        """The target :meth:`to_json` (or :func:`device_description`) wrote; unknown keys are ignored."""
+        known = {f.name for f in fields(Target)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["cpu_flags"] = tuple(values.get("cpu_flags", ()))
+        values["extra"] = tuple(tuple(item) for item in values.get("extra", ()))
+        if isinstance(values.get("remote"), dict):
+            values["remote"] = RemoteDevice(**values["remote"])
+        return Target(**values)
 
 
 def _cpuinfo() -> tuple[str, tuple[str, ...]]:
@@ -157,6 +218,17 @@ def local_cpu() -> Target:
         l1d_bytes=_cache_bytes(1, 32 * 1024), l2_bytes=_cache_bytes(2, 1024 * 1024),
         l3_bytes=_cache_bytes(3, 32 * 1024 * 1024), tvm_version=tvm_version,
     )
+
+
+def device_description() -> dict[str, Any]:
+    """This machine as a device server describes it to clients: :func:`local_cpu` plus LLVM's name for
+    the CPU (``system_mcpu``) and the ISA family (``machine``). Needs TVM (a device server has it)."""
+    import tvm
+
+    data = local_cpu().to_json()
+    data["system_mcpu"] = str(tvm.target.codegen.llvm_get_system_cpu())
+    data["machine"] = os.uname().machine
+    return data
 
 
 def resolve_target(target: "str | Target | None") -> Target:

@@ -46,6 +46,8 @@ def test_tune_then_show(tmp_path, capsys):
     (["compare", "Matmul-BERT-M2-v0", "--agents", "random", "--out", ""], "output directory is an empty path"),
     (["compare", "Matmul-BERT-M2-v0", "--agents", "random", "--remeasure", "-1"], "remeasure must be >= 0"),
     (["compare", "Matmul-BERT-M2-v0", "--shape", "M=8,N=8,K=8"], "a shape is for"),
+    (["tune", "Matmul-BERT-M2-v0", "--rpc", "10.0.0.1/zen5"], "TRACKER_HOST:PORT/KEY"),
+    (["tune", "Matmul-BERT-M2-v0", "--rpc", "127.0.0.1:1/zen5"], "no RPC tracker answers at 127.0.0.1:1"),
 ])
 def test_cli_errors_are_one_line_and_create_no_file(tmp_path, capsys, args, message):
     db = tmp_path / "never.db"

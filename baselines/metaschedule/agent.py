@@ -80,6 +80,7 @@ import gymnasium as gym
 from tensorgym.agents.base import Agent
 from tensorgym.config import Config
 from tensorgym.envs.base import tuning_env
+from tensorgym.errors import InvalidArgumentError
 from tensorgym.evaluator import Evaluator
 from tensorgym.measure.worker import Worker
 from tensorgym.record import Record
@@ -152,6 +153,9 @@ class MetaScheduleAgent(Agent):
         workload, target = base.workload, base.target
         if target.kind != "llvm":
             raise ValueError(f"the metaschedule agent tunes LLVM CPU targets, not {target.kind!r}")
+        if target.remote is not None:
+            raise InvalidArgumentError(f"the metaschedule agent times on this machine; it cannot tune the remote "
+                                       f"device {target.remote.address}")
         started = time.monotonic()
         callback = as_callback(callback)
         callback.on_start(f"{self.name} {workload.label}", budget)

@@ -12,6 +12,8 @@
   tensorgym show [PATH]                         the best record per workload in a database
   tensorgym microkernels calibrate [--quick]    measure this machine's microkernel catalogue (once)
   tensorgym microkernels show                   the kept microkernels and their share of the measured peak
+  tensorgym rpc-server --tracker HOST:PORT --key KEY
+                                                serve this machine's CPU to remote tuning runs (TVM RPC)
 
 Every error a user can cause (a :class:`~tensorgym.errors.TensorgymError`, a file
 that cannot be read or written, a database error) is printed as one line on
@@ -31,9 +33,9 @@ from collections.abc import Sequence
 
 from tensorgym.errors import TensorgymError
 
-from . import compare, compare_network, list_envs, microkernels, show, tune, tune_network
+from . import compare, compare_network, list_envs, microkernels, rpc_server, show, tune, tune_network
 
-COMMANDS = (list_envs, tune, compare, tune_network, compare_network, show, microkernels)
+COMMANDS = (list_envs, tune, compare, tune_network, compare_network, show, microkernels, rpc_server)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -62,3 +62,29 @@ def seed_list(text: str) -> int | tuple[int, ...]:
     if len(values) != 1 or values[0] < 1:
         raise argparse.ArgumentTypeError(f"--seeds is a count (3) or a list (0,1,2), got {text!r}")
     return values[0]
+
+
+def add_ray_argument(parser: argparse.ArgumentParser) -> None:
+    """``--ray auto|HOST:PORT``: spread the command's measuring runs over a Ray cluster (tensorgym.cluster)."""
+    parser.add_argument("--ray", metavar="auto|HOST:PORT", default=None,
+                        help="spread the runs over a Ray cluster's measuring nodes (one run per node at a time; "
+                             "nodes declare --resources '{\"tensorgym_measure\": 1}'), every record still in "
+                             "--db; needs pip install 'tensorgym[ray]'")
+
+
+def add_rpc_argument(parser: argparse.ArgumentParser) -> None:
+    """``--rpc HOST:PORT/KEY``: time kernels on the device a ``tensorgym rpc-server`` serves at that tracker."""
+    parser.add_argument("--rpc", metavar="HOST:PORT/KEY", default=None,
+                        help="check and time kernels on the remote device served under KEY at the TVM RPC tracker "
+                             "HOST:PORT (`tensorgym rpc-server` there); builds stay on this machine")
+
+
+def rpc_target(text: str | None):
+    """The remote :class:`~tensorgym.target.Target` of ``--rpc HOST:PORT/KEY``, or None without it."""
+    if text is None:
+        return None
+    from tensorgym.measure.rpc import remote_target
+    from tensorgym.target import RemoteDevice
+
+    device = RemoteDevice.parse(text)
+    return remote_target(f"{device.tracker_host}:{device.tracker_port}", device.key)

@@ -11,7 +11,7 @@ from tensorgym.baselines.compare import DEFAULT_AGENTS, busy_summary, compare
 from tensorgym.baselines.render import caption, text_table
 from tensorgym.database import database_path, default_path
 
-from .args import finite_float, float_list, int_list, seed_list
+from .args import add_ray_argument, add_rpc_argument, finite_float, float_list, int_list, rpc_target, seed_list
 from .shapes import parse_shape
 
 
@@ -44,6 +44,8 @@ def add_parser(subparsers) -> None:
                    help="clear OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the vendor processes (OpenBLAS picks its "
                         "kernel for this CPU)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
+    add_ray_argument(p)
+    add_rpc_argument(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -51,11 +53,14 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     shape = parse_shape(args.shape) or None
     db = database_path(args.db) if args.db is not None else default_path()
-    print(f"database: {db}", file=sys.stderr)
+    target = rpc_target(args.rpc)
+    print(f"database: {db}" + (f"; timing on {target.label}" if target is not None else "")
+          + (f"; runs on the Ray cluster {args.ray}" if args.ray else ""), file=sys.stderr)
     board = compare(args.env_ids, args.agents, budget=args.budget, seeds=args.seeds, db=db,
                     time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
                     time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
-                    progress=not args.quiet, remeasure=args.remeasure, shape=shape, native_blas=args.native_blas)
+                    progress=not args.quiet, remeasure=args.remeasure, shape=shape, native_blas=args.native_blas,
+                    target=target, ray=args.ray)
     print()
     print(text_table(board))
     print(f"\n{caption(board)}")
@@ -63,5 +68,6 @@ def run(args: argparse.Namespace) -> int:
         print(busy, file=sys.stderr)
     for error in board.errors:
         print(f"FAILED: {error['agent']} on {error['env']} (seed {error['seed']}): {error['error'].splitlines()[0]}")
-    print(f"written to {Path(args.out).resolve()} (compare.csv, compare.json, compare.md, results/, plots/)")
+    print(f"written to {Path(args.out).resolve()} (compare.html, compare.csv, compare.json, compare.md, results/, "
+          f"plots/)")
     return 1 if board.errors else 0

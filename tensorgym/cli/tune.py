@@ -14,7 +14,7 @@ from tensorgym.record import BUSY_SHARE
 from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, check_budget
 
-from .args import finite_float, output_file
+from .args import add_rpc_argument, finite_float, output_file, rpc_target
 from .shapes import parse_shape
 
 
@@ -40,6 +40,7 @@ def add_parser(subparsers) -> None:
                                               f"{default_path()})")
     p.add_argument("--json", help="also write the tuning history to this JSON file")
     p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor library")
+    add_rpc_argument(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -56,9 +57,11 @@ def run(args: argparse.Namespace) -> int:
     integer("--seed", args.seed, minimum=0)
     if args.json is not None:
         output_file("--json", args.json)
+    target = rpc_target(args.rpc)
     db = database_path(args.db) if args.db is not None else default_path()
-    print(f"database: {db}", file=sys.stderr)
-    env = make_env(workload, space=space, db=db, **({"packing": args.packing} if args.packing else {}))
+    print(f"database: {db}" + (f"; timing on {target.label}" if target is not None else ""), file=sys.stderr)
+    env = make_env(workload, space=space, db=db, target=target,
+                   **({"packing": args.packing} if args.packing else {}))
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())
@@ -77,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("no config ran correctly; see `tensorgym show` for the errors")
     busy = result.extra.get("busy_trials", 0)
-    if not args.no_vendor:
+    if target is not None and not args.no_vendor:
+        print("(no vendor reference: the vendor libraries run on this machine, not on the remote device)")
+    elif not args.no_vendor:
         from tensorgym.baselines import VendorUnavailable, time_vendor, vendor_choices
         from tensorgym.baselines.vendor import ratio_text
 

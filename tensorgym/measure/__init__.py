@@ -3,6 +3,8 @@
 from .contention import ContentionProbe
 from .measurer import Measurer
 from .protocol import Timing, TimingProtocol
+from .rpc import DeviceUnavailable, RPCRunner, remote_target
 from .runner import LocalRunner, Runner
 
-__all__ = ["ContentionProbe", "LocalRunner", "Measurer", "Runner", "Timing", "TimingProtocol"]
+__all__ = ["ContentionProbe", "DeviceUnavailable", "LocalRunner", "Measurer", "RPCRunner", "Runner", "Timing",
+           "TimingProtocol", "remote_target"]

@@ -31,10 +31,13 @@ the database), the runner times a kernel whose first call is already several
 times slower with one sample only (``Record.timing == "short"``); the
 incumbent improves as faster kernels of the batch are timed.
 
-The default runner is a :class:`~tensorgym.measure.runner.LocalRunner`
-(a child process on this machine); other runners (remote devices, GPUs)
-are passed in. The measurer holds no results: persisting them is the
-:class:`~tensorgym.evaluator.Evaluator`'s job.
+The target decides the default runner (:func:`runner_for`): a
+:class:`~tensorgym.measure.runner.LocalRunner` (a child process on this
+machine) for the local CPU, an :class:`~tensorgym.measure.rpc.RPCRunner` for a
+remote target (:func:`tensorgym.remote_target`), so that an environment made
+with ``target=remote_target(...)`` measures on that device with no other
+change. Other runners are passed in. The measurer holds no results:
+persisting them is the :class:`~tensorgym.evaluator.Evaluator`'s job.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from ..target import Target, resolve_target
 from .faults import (InfrastructureError, build_crash_is_schedule_fault, crash_is_kernel_fault,
                      timeout_is_kernel_fault)
 from .protocol import TimingProtocol
+from .rpc import RPCRunner
 from .runner import LocalRunner, Runner
 from .tasks import BUILD_FAULTS, FAULTS, RUN_FAULTS
 from .worker import Outcome, Worker, run_all
@@ -68,13 +72,21 @@ INFRA_RETRY_DELAY_S = 0.5  # pause before retry k: k times this (a killed runner
 STORM_LIMIT = 3  # kernels in a row ending in infra_error after which a batch stops
 
 
+def runner_for(target: Target, work_dir: str, protocol: TimingProtocol | None = None) -> Runner:
+    """The runner a target is measured with: on this machine, or through TVM RPC for a remote target."""
+    if target.remote is not None:
+        return RPCRunner(target, work_dir, protocol)
+    return LocalRunner(target, work_dir, protocol)
+
+
 class Measurer:
     """Compiles and times kernels for one target. Use as a context manager or call :meth:`close`.
 
     Args:
         target: where kernels run (default: the local CPU; a given ``runner``'s target otherwise).
-        runner: checks and times the built kernels (default: a
-            :class:`~tensorgym.measure.runner.LocalRunner` on this machine).
+        runner: checks and times the built kernels (default: :func:`runner_for` the target:
+            a :class:`~tensorgym.measure.runner.LocalRunner` on this machine, or an RPC runner
+            for a remote target).
         builders: build processes (default: one per core of this machine).
         protocol: the timing protocol of the default runner (a given runner has its own).
         build_timeout: seconds allowed to build one kernel (MetaSchedule's default). A few
@@ -86,9 +98,10 @@ class Measurer:
         infra_retries: how many times a measurement the machine made fail is repeated before
             it is recorded as ``infra_error``.
         faults: test hook, ``{config: fault}`` with a fault of
-            :data:`tensorgym.measure.tasks.FAULTS` (``"crash"``, ``"hang"``, ``"kill"``: the
-            runner is killed from outside; ``"nospace"``: the build finds the disk full), or
-            ``"<fault>-once"``: on the first attempt only.
+            :data:`tensorgym.measure.tasks.FAULTS` (``"crash"``, ``"hang"``: the runner's process,
+            the local child or the remote device's session, crashes or hangs instead of running the
+            kernel; ``"kill"``: the runner is killed from outside; ``"nospace"``: the build finds the
+            disk full), or ``"<fault>-once"``: on the first attempt only.
     """
 
     def __init__(self, target: Target | str | None = None, *, runner: Runner | None = None,
@@ -119,7 +132,7 @@ class Measurer:
         # One thread per builder: parallelism comes from the processes.
         self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"})
                           for i in range(n_builders)]
-        self.runner = runner if runner is not None else LocalRunner(self.target, self._workdir, protocol)
+        self.runner = runner if runner is not None else runner_for(self.target, self._workdir, protocol)
         self.kernels_built = 0
         self.kernels_run = 0
 

@@ -16,8 +16,9 @@ the runner's :class:`~tensorgym.measure.TimingProtocol`. Runners differ only in
 where that happens:
 
 * :class:`LocalRunner`: a long-lived child process on this machine (the default);
-* a TVM RPC runner (remote devices) and a CUDA runner plug in here, without
-  touching spaces, environments or agents.
+* :class:`~tensorgym.measure.rpc.RPCRunner`: a device on another machine, through
+  TVM RPC; :func:`tensorgym.measure.measurer.runner_for` picks it for a remote target;
+* a CUDA runner plugs in here too, without touching spaces, environments or agents.
 """
 
 from __future__ import annotations

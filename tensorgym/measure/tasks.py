@@ -132,14 +132,17 @@ def run_local(space: Space, config: Config, path: str, *, check: bool, protocol:
 
 
 def check_and_time(module, device, space: Space, config: Config, *, check: bool, protocol: TimingProtocol,
-                   fault: str | None = None, incumbent_s: float | None = None) -> dict[str, Any]:
+                   fault: str | None = None, incumbent_s: float | None = None,
+                   fresh_process: bool = False) -> dict[str, Any]:
     """Run a loaded kernel on a TVM ``device``: first call, NumPy check (if ``check``), then the protocol.
 
     Shared by every runner, so every kernel is checked and timed the same way
     wherever it runs. ``incumbent_s``, the fastest latency known for the workload,
-    lets the protocol time a much slower kernel short. Returns ``{"status": "ok",
-    "samples": [...], "number": n, "contention": share, "dropped": n, "timing": "full" | "short"}``
-    or ``{"status": "wrong_result", "error": ...}``.
+    lets the protocol time a much slower kernel short. ``fresh_process``: the device
+    runs the kernel in a process that has timed nothing yet (an RPC session), so it
+    gets the process warm-up whatever this process timed before. Returns
+    ``{"status": "ok", "samples": [...], "number": n, "contention": share, "dropped": n,
+    "timing": "full" | "short"}`` or ``{"status": "wrong_result", "error": ...}``.
     """
     import tvm
 
@@ -158,7 +161,8 @@ def check_and_time(module, device, space: Space, config: Config, *, check: bool,
         while True:
             time.sleep(3600)
 
-    first_call_s = protocol.first_call(lambda: module["main"](*args))  # warm-up, and the checked call
+    # warm-up, and the checked call
+    first_call_s = protocol.first_call(lambda: module["main"](*args), force=fresh_process)
     if check:
         out = space.canonical_output(config, [a.numpy() for a in args])
         err = relative_error(out, reference)
