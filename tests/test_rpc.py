@@ -66,7 +66,7 @@ def test_a_tune_over_rpc_is_keyed_by_the_devices_fingerprint(device, target, tmp
     with Database(tmp_path / "r.db") as db:
         records = db.records()
     assert len(records) == 4
-    assert all(r.status is Status.OK and r.gflops > 0 and len(r.samples) >= 3 for r in records), records
+    assert all(r.status is Status.OK and r.gflops > 0 and (len(r.samples) >= 3 or r.short) for r in records), records
     assert {r.target for r in records} == {device.fingerprint}
 
 
@@ -99,7 +99,8 @@ def test_killing_the_server_mid_batch_gives_error_records_then_the_next_batch_wo
             records = measurer.measure(space, configs, on_record=kill_after_first)
             killer.join()
             assert records[0].status is Status.OK
-            assert all(r.status is Status.RUNTIME_ERROR and r.error.startswith("rpc:") for r in records[1:])
+            # the device went away: the machine's fault, not the kernels' (measured again next time)
+            assert all(r.status is Status.INFRA_ERROR and "rpc:" in r.error for r in records[1:]), records
             device.start_server()
             again = measurer.measure(space, configs[1:])
             assert all(r.status is Status.OK for r in again), [r.error for r in again]
@@ -148,7 +149,8 @@ def test_no_server_of_the_key_is_a_clear_error(device):
 
 
 def test_records_of_a_dead_device_are_errors_not_exceptions(device, target, tmp_path):
-    """A device whose server is not registered: every kernel is a runtime_error with the reason, at once."""
+    """A device whose server is not registered: every kernel is an infra_error with the reason (it is measured
+    again once the device is back), quickly."""
     from dataclasses import replace
 
     ghost = replace(target, remote=replace(target.remote, key="ghost"))
@@ -156,7 +158,7 @@ def test_records_of_a_dead_device_are_errors_not_exceptions(device, target, tmp_
     with Measurer(ghost) as measurer:
         t0 = time.monotonic()
         records = measurer.measure(space, space.sample_many(np.random.default_rng(5), 2))
-    assert all(r.status is Status.RUNTIME_ERROR and "no device server with key 'ghost'" in r.error for r in records)
+    assert all(r.status is Status.INFRA_ERROR and "no device server with key 'ghost'" in r.error for r in records)
     assert time.monotonic() - t0 < 60
 
 

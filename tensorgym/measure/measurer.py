@@ -297,6 +297,8 @@ class Measurer:
         if not ran.ok:
             return Record(status=Status.RUNTIME_ERROR, error=f"run: {ran.error}"[:4000], **base), None
         result = ran.value
+        if result["status"] == Status.INFRA_ERROR.value:  # a remote runner could not reach its device
+            return Record(status=Status.INFRA_ERROR, error=result.get("error", "")[:4000], **base), "run"
         if result["status"] != "ok":
             return Record(status=Status(result["status"]), error=result.get("error", ""), **base), None
         median, cv = summarize_samples(result["samples"])

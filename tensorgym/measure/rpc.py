@@ -119,10 +119,10 @@ class RPCRunner(Runner):
         self._worker.start()
 
     def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
-            fault: str | None = None) -> Outcome:
+            fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
         return self._worker.call(f"{_SELF}:run_remote", space, config, artifact, device=self.device, check=check,
                                  protocol=self.protocol, fault=fault, session_timeout=timeout,
-                                 timeout=timeout + self.device.request_timeout + _MARGIN)
+                                 incumbent_s=incumbent_s, timeout=timeout + self.device.request_timeout + _MARGIN)
 
     def close(self) -> None:
         self._worker.close()
@@ -220,17 +220,21 @@ def describe_device(device: RemoteDevice) -> dict[str, Any]:
 
 
 def run_remote(space: Space, config: Config, path: str, *, device: RemoteDevice, check: bool,
-               protocol: TimingProtocol, fault: str | None, session_timeout: float) -> dict[str, Any]:
+               protocol: TimingProtocol, fault: str | None, session_timeout: float,
+               incumbent_s: float | None = None) -> dict[str, Any]:
     """The RPC runner's entry point: upload the library at ``path``, then check and time it on the device.
 
     Returns what :func:`~tensorgym.measure.tasks.check_and_time` returns, or
-    ``{"status": "timeout" | "runtime_error", "error": ...}`` for the faults of a remote run.
+    ``{"status": "timeout" | "runtime_error" | "infra_error", "error": ...}`` for the faults of a remote
+    run: a kernel that hangs is a ``timeout``; one that ends its session while the device still serves
+    (it crashed the session's process) a ``runtime_error``; a device that cannot be reached, or that
+    went away during the kernel, an ``infra_error`` (the machine's fault, measured again later). The
+    library is left in place: the measurer removes it once the kernel has its record.
     """
     try:
         session = request_session(device, session_timeout)
     except DeviceUnavailable as exc:
-        Path(path).unlink(missing_ok=True)
-        return {"status": "runtime_error", "error": f"rpc: {exc}"}
+        return {"status": "infra_error", "error": f"rpc: {exc}"}
     from tvm.error import RPCSessionTimeoutError
 
     try:
@@ -240,17 +244,30 @@ def run_remote(space: Space, config: Config, path: str, *, device: RemoteDevice,
             _run_fault(session, space.target, fault)
         # The session is a process that has timed nothing yet: it gets the protocol's process warm-up.
         return check_and_time(module, session.cpu(0), space, config, check=check, protocol=protocol,
-                              fresh_process=True)
+                              fresh_process=True, incumbent_s=incumbent_s)
     except RPCSessionTimeoutError:
         return {"status": "timeout", "error": f"rpc: the kernel did not finish within the session's "
                                               f"{session_timeout:.1f} s on {device.address}"}
     except RuntimeError as exc:
-        return {"status": "runtime_error", "error": f"rpc: the session on {device.address} ended during the "
-                                                    f"kernel (it crashed the device's session process, or the "
-                                                    f"server went away): {_last_line(str(exc))}"[:4000]}
+        module = session = None  # noqa: F841 - release the session before asking for another
+        if _still_serving(device):
+            return {"status": "runtime_error", "error": f"rpc: the kernel ended its session on {device.address} "
+                                                        f"(it crashed the device's session process): "
+                                                        f"{_last_line(str(exc))}"[:4000]}
+        return {"status": "infra_error", "error": f"rpc: the device {device.address} went away during the kernel: "
+                                                  f"{_last_line(str(exc))}"[:4000]}
     finally:
         module = session = None  # noqa: F841 - release the remote objects: the server serves one session at a time
-        Path(path).unlink(missing_ok=True)
+
+
+def _still_serving(device: RemoteDevice) -> bool:
+    """Whether the device still opens a session (a kernel crashed its session) or not (the device went away)."""
+    try:
+        session = request_session(device, 10.0)
+    except DeviceUnavailable:
+        return False
+    del session
+    return True
 
 
 def _run_fault(session, target: Target, fault: str) -> None:
