@@ -1,29 +1,56 @@
-"""An XGBoost cost model over config features, retrained as measurements arrive (Ansor's, seed 000).
+"""Cost models that rank configs for the GA and DGD agents: XGBoost retrained as measurements arrive, and random scores.
 
-The model maps a feature vector of a config to a score that should rank
-configs like their measured throughput. It is what the GA (``ga``) and DGD
-(``dgd``) agents consult before they spend measurements.
+A cost model maps a config to a score that should order configs like their
+measured throughput (higher is better). The GA (``ga``) and DGD (``dgd``)
+agents consult one before they spend measurements; :class:`RandomModel`, the
+ablation, gives the same agents uniform random scores instead, so that the
+difference between the two is what the learning contributes.
 
-Training follows Ansor's ``XGBModel`` (TVM v0.9, the model seed 000 keeps):
+:class:`CostModel` defaults to Ansor's ``XGBModel`` (TVM v0.9, the model seed
+000 keeps, re-read line by line):
 
 * target: each config's GFLOP/s divided by the best GFLOP/s in the training
-  data, so that targets lie in [0, 1] whatever the layer (rank-friendly);
-  a config that failed (build error, crash, timeout, wrong result) gets 0,
-  the throughput Ansor assigns to a failed measurement;
-* regression with squared error, ``max_depth=10, eta=0.2, gamma=0.001,
+  data, in [0, 1] whatever the layer; a config that failed (build error,
+  crash, timeout, wrong result) gets 0, the throughput Ansor assigns to a
+  failed measurement;
+* each sample is **weighted by that normalised throughput** (Ansor's
+  ``pack_sum_xgbmatrix(..., weights=normalized_throughputs)``): the squared
+  error of a config at 90 % of the best counts nine times that of one at
+  10 %, and failed configs carry no weight, so the trees spend their
+  splits on telling good configs apart;
+* squared error with ``max_depth=10, eta=0.2, gamma=0.001,
   min_child_weight=0``, up to ``num_boost_round`` rounds with early stopping
-  after 50 rounds without improvement of the RMSE on the training data;
+  after 50 rounds without improvement of the (unweighted) RMSE on the
+  training data;
 * the model is rebuilt from scratch on all data at every ``fit`` / ``update``.
 
 Ansor sums per-statement predictions ("pack-sum"); a tiles config describes
-one statement, so one prediction per config is that sum.
+one statement, so one prediction per config is that sum. Ansor checks its
+early-stopping metric every other round; here every round (the stop comes at
+most one round apart).
+
+Other training set-ups, for the offline evaluation
+(``bench/bench_cost_model.py``) and as agent options (``model_options``):
+
+``objective="pairwise"`` / ``"ndcg"``
+    XGBoost's learning-to-rank objectives (``rank:pairwise``; LambdaMART
+    ``rank:ndcg`` with linear gains) over the whole training set as one query:
+    they learn the order, not the values; early stopping watches the NDCG of
+    the training data;
+``target="log"``
+    ``log2`` of the normalised throughput, floored at 1/64 of the best and
+    mapped to [0, 1] (failed: 0): ratios matter, not differences;
+``target="rank"``
+    the normalised rank in the training data (failed: 0);
+``weights="none"``
+    every sample counts alike (what this module did before it followed
+    Ansor's weighting).
 
 Training is deterministic: a fixed small thread count (``nthread=1`` by
-default), the ``hist`` tree method (its quantile sketch is exact for data
-this small) and no row or column subsampling, so the seed only matters if
-subsampling options are passed through ``xgb_params``.
+default), the ``hist`` tree method and no row or column subsampling, so the
+seed only matters if subsampling options are passed through ``xgb_params``.
 
-Two feature sets (``features=``), both provided by the space:
+Three feature sets (``features=``), all provided by the space:
 
 ``"af"``
     the space's analytical features on their learning scale
@@ -37,6 +64,9 @@ Two feature sets (``features=``), both provided by the space:
     machine-independent schedule features of the loop nest
     (:meth:`Space.generic_features <tensorgym.spaces.Space.generic_features>`),
     the "Ansor" / "Ansor-DS" input.
+
+``"both"``
+    the two side by side.
 """
 
 from __future__ import annotations
@@ -53,8 +83,13 @@ from tensorgym.spaces.base import Space, SpaceError
 
 log = logging.getLogger(__name__)
 
-FEATURE_SETS = ("generic", "af")
+FEATURE_SETS = ("generic", "af", "both")
+OBJECTIVES = ("regression", "pairwise", "ndcg")
+TARGETS = ("normalised", "log", "rank")
+WEIGHTS = ("throughput", "none")
+MODELS = ("xgb", "random")  # what the agents' ``model=`` option accepts
 _FEATURE_CACHE_LIMIT = 200_000  # configs whose features are kept (GA populations revisit many)
+LOG_TARGET_FLOOR = 1.0 / 64  # target="log": throughputs below 1/64 of the best all map to 0
 
 # Ansor's XGBModel parameters (TVM v0.9 python/tvm/auto_scheduler/cost_model/xgb_model.py).
 ANSOR_XGB_PARAMS: dict[str, Any] = {
@@ -64,6 +99,7 @@ ANSOR_XGB_PARAMS: dict[str, Any] = {
     "eta": 0.2,
 }
 
+
 def normalised_targets(gflops: Sequence[float | None]) -> np.ndarray:
     """Ansor's regression target: GFLOP/s / best GFLOP/s (failed or missing: 0)."""
     values = np.array([g if g is not None and math.isfinite(g) and g > 0 else 0.0 for g in gflops], dtype=np.float64)
@@ -71,18 +107,106 @@ def normalised_targets(gflops: Sequence[float | None]) -> np.ndarray:
     return values / best if best > 0 else values
 
 
+def training_targets(gflops: Sequence[float | None], target: str = "normalised") -> np.ndarray:
+    """The labels a model trains on (see the module docs): all in [0, 1], 1 for the best, 0 for failures."""
+    y = normalised_targets(gflops)
+    if target == "normalised":
+        return y
+    if target == "log":
+        floor = math.log2(LOG_TARGET_FLOOR)
+        with np.errstate(divide="ignore"):
+            logged = np.where(y > 0, np.log2(np.maximum(y, 1e-300)), floor)
+        return np.clip((logged - floor) / -floor, 0.0, 1.0)
+    if target == "rank":
+        from scipy.stats import rankdata
+
+        ok = y > 0
+        out = np.zeros_like(y)
+        if ok.any():
+            out[ok] = rankdata(y[ok]) / ok.sum()
+        return out
+    raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+
+
+class Featurizer:
+    """A space's feature vectors of one set (``generic``, ``af`` or ``both``), cached per config."""
+
+    def __init__(self, space: Space, features: str):
+        if features not in FEATURE_SETS:
+            raise ValueError(f"features must be one of {FEATURE_SETS}, got {features!r}")
+        if features in ("af", "both") and not space.feature_names:
+            raise SpaceError(f"the {space.name!r} space defines no analytical features; use features='generic'")
+        if features in ("generic", "both") and not space.generic_feature_names:
+            raise SpaceError(f"the {space.name!r} space defines no generic features; use features='af'")
+        self.space = space
+        self.features = features
+        self._cache: dict[Config, np.ndarray] = {}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        generic, af = tuple(self.space.generic_feature_names), tuple(self.space.feature_names)
+        return {"generic": generic, "af": af, "both": generic + af}[self.features]
+
+    def row(self, config: Config) -> np.ndarray:
+        row = self._cache.get(config)
+        if row is None:
+            if len(self._cache) > _FEATURE_CACHE_LIMIT:
+                self._cache.clear()
+            if self.features == "generic":
+                row = self.space.generic_features(config)
+            elif self.features == "af":
+                row = self.space.scaled_features(config)
+            else:
+                row = np.concatenate([self.space.generic_features(config), self.space.scaled_features(config)])
+            self._cache[config] = row
+        return row
+
+    def matrix(self, configs: Sequence[Config]) -> np.ndarray:
+        """The feature matrix (one row per config)."""
+        if len(configs) == 0:
+            return np.zeros((0, len(self.names)))
+        return np.vstack([self.row(c) for c in configs])
+
+
+class _TrainingData:
+    """The measurements a model learns from: configs in first-seen order, a re-measured config keeps its slot."""
+
+    def __init__(self) -> None:
+        self.configs: list[Config] = []
+        self.gflops: list[float | None] = []
+        self._index: dict[Config, int] = {}
+
+    def clear(self) -> None:
+        self.configs, self.gflops, self._index = [], [], {}
+
+    def add(self, configs: Sequence[Config], gflops: Sequence[float | None]) -> None:
+        if len(configs) != len(gflops):
+            raise ValueError(f"got {len(configs)} configs but {len(gflops)} GFLOP/s values")
+        for config, value in zip(configs, gflops):
+            if config in self._index:
+                self.gflops[self._index[config]] = value
+            else:
+                self._index[config] = len(self.configs)
+                self.configs.append(config)
+                self.gflops.append(value)
+
+
 # -- the model ---------------------------------------------------------------------------
 class CostModel:
-    """XGBoost regression from config features to normalised throughput (see the module docs).
+    """XGBoost from config features to a score that ranks configs by throughput (see the module docs).
 
     Args:
         space: the space whose configs are scored.
-        features: ``"generic"`` (Ansor) or ``"af"`` (analytical features, seed 000's Ansor-AF).
+        features: ``"generic"`` (Ansor), ``"af"`` (analytical features, seed 000's Ansor-AF) or ``"both"``.
+        objective: ``"regression"`` (Ansor), ``"pairwise"`` or ``"ndcg"``.
+        target: ``"normalised"`` (Ansor: GFLOP/s / best), ``"log"`` or ``"rank"``.
+        weights: ``"throughput"`` (Ansor: samples weighted by their normalised throughput) or ``"none"``;
+            the ranking objectives compare pairs and ignore it.
         seed: XGBoost's seed (only matters with subsampling options).
         nthread: XGBoost threads; small and fixed so that training is reproducible and does
             not compete with measurements.
         num_boost_round: the most boosting rounds (Ansor: 10000; early stopping ends far sooner).
-        early_stopping_rounds: stop after this many rounds without a better training RMSE (Ansor: 50).
+        early_stopping_rounds: stop after this many rounds without a better training metric (Ansor: 50).
         xgb_params: overrides of :data:`ANSOR_XGB_PARAMS` and other XGBoost parameters.
 
     Example::
@@ -92,124 +216,208 @@ class CostModel:
         scores = model.predict(candidates)  # higher is better
     """
 
-    def __init__(self, space: Space, features: str = "generic", *, seed: int = 0, nthread: int = 1,
+    name = "xgb"
+
+    def __init__(self, space: Space, features: str = "generic", *, objective: str = "regression",
+                 target: str = "normalised", weights: str = "throughput", seed: int = 0, nthread: int = 1,
                  num_boost_round: int = 10000, early_stopping_rounds: int = 50,
                  xgb_params: dict[str, Any] | None = None):
-        if features not in FEATURE_SETS:
-            raise ValueError(f"features must be one of {FEATURE_SETS}, got {features!r}")
-        if features == "af" and not space.feature_names:
-            raise SpaceError(f"the {space.name!r} space defines no analytical features; use features='generic'")
-        if features == "generic" and not space.generic_feature_names:
-            raise SpaceError(f"the {space.name!r} space defines no generic features; use features='af'")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+        if weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
         if nthread < 1:
             raise ValueError(f"nthread must be >= 1, got {nthread}")
         if num_boost_round < 1 or early_stopping_rounds < 1:
             raise ValueError("num_boost_round and early_stopping_rounds must be >= 1")
+        self._featurizer = Featurizer(space, features)
         self.space = space
         self.features = features
+        self.objective = objective
+        self.target = target
+        self.weights = weights
         self.seed = int(seed)
         self.nthread = int(nthread)
         self.num_boost_round = int(num_boost_round)
         self.early_stopping_rounds = int(early_stopping_rounds)
+        xgb_objective = {"regression": "reg:squarederror", "pairwise": "rank:pairwise", "ndcg": "rank:ndcg"}
         self.params: dict[str, Any] = {
             **ANSOR_XGB_PARAMS,
-            "objective": "reg:squarederror",
+            "objective": xgb_objective[objective],
             "tree_method": "hist",
             "nthread": self.nthread,
             "seed": self.seed,
             "verbosity": 0,
+            **({"eval_metric": "ndcg", "ndcg_exp_gain": False} if objective != "regression" else {}),
             **(xgb_params or {}),
         }
         self._booster = None
         self._best_iteration = 0
-        self._configs: list[Config] = []
-        self._gflops: list[float | None] = []
-        self._index: dict[Config, int] = {}
-        self._cache: dict[Config, np.ndarray] = {}
-        self._featurize_one = space.generic_features if features == "generic" else space.scaled_features
+        self._data = _TrainingData()
         self.fits = 0  # how many times the booster was trained
+
+    def describe(self) -> str:
+        """The set-up in a few words, e.g. ``xgb af regression/normalised/throughput``."""
+        weights = f"/{self.weights}" if self.objective == "regression" else ""
+        return f"xgb {self.features} {self.objective}/{self.target}{weights}"
 
     # -- features -------------------------------------------------------------------
     @property
     def feature_names(self) -> tuple[str, ...]:
-        return tuple(self.space.generic_feature_names if self.features == "generic" else self.space.feature_names)
+        return self._featurizer.names
 
     def featurize(self, configs: Sequence[Config]) -> np.ndarray:
         """The feature matrix (one row per config); rows are cached per config."""
-        if len(self._cache) > _FEATURE_CACHE_LIMIT:
-            self._cache.clear()
-        rows = []
-        for config in configs:
-            row = self._cache.get(config)
-            if row is None:
-                row = self._cache[config] = self._featurize_one(config)
-            rows.append(row)
-        if not rows:
-            return np.zeros((0, len(self.feature_names)))
-        return np.vstack(rows)
+        return self._featurizer.matrix(configs)
 
     # -- training -----------------------------------------------------------------------
     @property
     def num_samples(self) -> int:
         """Configs in the training data."""
-        return len(self._configs)
+        return len(self._data.configs)
 
     def fit(self, configs: Sequence[Config], gflops: Sequence[float | None]) -> "CostModel":
         """Train on exactly these measurements (GFLOP/s; None, 0 or NaN for a failed config)."""
-        self._configs, self._gflops, self._index = [], [], {}
+        if len(configs) != len(gflops):
+            raise ValueError(f"got {len(configs)} configs but {len(gflops)} GFLOP/s values")
+        self._data.clear()
         return self.update(configs, gflops)
 
     def update(self, configs: Sequence[Config], gflops: Sequence[float | None]) -> "CostModel":
         """Add measurements (a config seen before takes its new value) and retrain on all data."""
-        if len(configs) != len(gflops):
-            raise ValueError(f"got {len(configs)} configs but {len(gflops)} GFLOP/s values")
-        for config, value in zip(configs, gflops):
-            if config in self._index:
-                self._gflops[self._index[config]] = value
-            else:
-                self._index[config] = len(self._configs)
-                self._configs.append(config)
-                self._gflops.append(value)
+        self._data.add(configs, gflops)
         self._train()
         return self
 
     def _train(self) -> None:
-        import xgboost as xgb
-
-        if not self._configs:
+        if not self._data.configs:
             self._booster = None
             return
-        x = self.featurize(self._configs)
-        y = normalised_targets(self._gflops)
-        dtrain = xgb.DMatrix(x, label=y)
+        self.train_matrix(self.featurize(self._data.configs), self._data.gflops)
+
+    def train_matrix(self, x: np.ndarray, gflops: Sequence[float | None],
+                     groups: Sequence[int] | None = None) -> "CostModel":
+        """Train on feature rows directly (what :meth:`fit` does after featurising).
+
+        ``groups`` (one id per row) marks rows of different layers: targets and
+        weights are normalised within each group (each layer's best is 1), and the
+        ranking objectives rank within groups only. Used to train on other layers'
+        data (transfer); the rows' columns must be this model's features.
+        """
+        import xgboost as xgb
+
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or len(x) != len(gflops) or len(x) == 0:
+            raise ValueError(f"need a non-empty 2-D feature matrix with one row per value; got shape {x.shape} "
+                             f"and {len(gflops)} values")
+        ids = np.zeros(len(x), dtype=np.int64) if groups is None else np.asarray(groups)
+        if len(ids) != len(x):
+            raise ValueError(f"got {len(ids)} group ids for {len(x)} rows")
+        order = np.argsort(ids, kind="stable")  # XGBoost's query groups are runs of consecutive rows
+        x, ids = x[order], ids[order]
+        values = [gflops[i] for i in order]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1], True])
+        y = np.concatenate([training_targets(values[a:b], self.target) for a, b in zip(starts[:-1], starts[1:])])
+        dtrain = evals = xgb.DMatrix(x, label=y)
+        if self.objective != "regression":
+            dtrain.set_group(np.diff(starts))
+        elif self.weights == "throughput":
+            weight = np.concatenate([normalised_targets(values[a:b]) for a, b in zip(starts[:-1], starts[1:])])
+            if weight.sum() > 0:  # all failed: nothing to weight by, every sample counts alike
+                dtrain.set_weight(weight)
+                evals = xgb.DMatrix(x, label=y)  # Ansor's early stopping watches the unweighted RMSE
         self._booster = xgb.train(
-            self.params, dtrain, num_boost_round=self.num_boost_round, evals=[(dtrain, "tr")],
+            self.params, dtrain, num_boost_round=self.num_boost_round, evals=[(evals, "tr")],
             early_stopping_rounds=self.early_stopping_rounds, verbose_eval=False,
         )
         self._best_iteration = int(getattr(self._booster, "best_iteration", self.num_boost_round - 1))
         self.fits += 1
-        log.debug("cost model (%s) trained on %d configs: %d rounds", self.features, len(y), self._best_iteration + 1)
+        log.debug("cost model (%s) trained on %d rows: %d rounds", self.describe(), len(y), self._best_iteration + 1)
+        return self
 
     # -- prediction ---------------------------------------------------------------------
     def predict(self, configs: Sequence[Config]) -> np.ndarray:
-        """Scores (predicted throughput / best measured throughput; higher is better)."""
+        """Scores (regression: predicted throughput / best measured throughput; higher is better)."""
         if self._booster is None:
             raise RuntimeError("the cost model has no training data yet: call fit() first")
         if len(configs) == 0:
             return np.zeros(0)
+        return self.predict_matrix(self.featurize(configs))
+
+    def predict_matrix(self, x: np.ndarray) -> np.ndarray:
+        """Scores of feature rows (the columns of :attr:`feature_names`)."""
         import xgboost as xgb
 
-        data = xgb.DMatrix(self.featurize(configs))
+        if self._booster is None:
+            raise RuntimeError("the cost model has no training data yet: call fit() first")
+        data = xgb.DMatrix(np.asarray(x, dtype=np.float64))
         return self._booster.predict(data, iteration_range=(0, self._best_iteration + 1)).astype(np.float64)
 
     def kendall_tau(self, configs: Sequence[Config], gflops: Sequence[float | None]) -> float:
         """Kendall's tau between predictions and measured GFLOP/s (failed: 0) of ``configs``."""
-        from scipy.stats import kendalltau
+        from .model_quality import kendall
 
-        predicted = self.predict(configs)
-        measured = normalised_targets(gflops)
-        tau = kendalltau(predicted, measured).statistic
-        return float(tau) if np.isfinite(tau) else 0.0
+        return kendall(self.predict(configs), normalised_targets(gflops))
+
+
+class RandomModel:
+    """The ablation of :class:`CostModel`: the same interface, uniform random scores in [0, 1).
+
+    An agent that consults it makes the same moves as with a learned model,
+    but its choices among candidates are blind. The scores come from its own
+    generator, seeded by ``seed``, so a run stays deterministic.
+    """
+
+    name = "random"
+
+    def __init__(self, space: Space, features: str = "generic", *, seed: int = 0, **_ignored: Any):
+        self.space = space
+        self.features = features
+        self._rng = np.random.default_rng(seed)
+        self._data = _TrainingData()
+        self._trained = False
+        self.fits = 0
+
+    def describe(self) -> str:
+        return "random scores"
+
+    @property
+    def num_samples(self) -> int:
+        return len(self._data.configs)
+
+    def fit(self, configs: Sequence[Config], gflops: Sequence[float | None]) -> "RandomModel":
+        self._data.clear()
+        return self.update(configs, gflops)
+
+    def update(self, configs: Sequence[Config], gflops: Sequence[float | None]) -> "RandomModel":
+        self._data.add(configs, gflops)
+        self.fits += 1
+        return self
+
+    def train_matrix(self, x: np.ndarray, gflops: Sequence[float | None],
+                     groups: Sequence[int] | None = None) -> "RandomModel":
+        self.fits += 1
+        self._trained = True
+        return self
+
+    def predict(self, configs: Sequence[Config]) -> np.ndarray:
+        if not self._data.configs and not self._trained:
+            raise RuntimeError("the cost model has no training data yet: call fit() first")
+        return self._rng.random(len(configs))
+
+    def predict_matrix(self, x: np.ndarray) -> np.ndarray:
+        return self.predict([None] * len(x))  # type: ignore[list-item]
+
+
+def make_model(kind: str, space: Space, features: str, *, seed: int, **options: Any) -> CostModel | RandomModel:
+    """The model an agent's ``model=`` option names: ``"xgb"`` (:class:`CostModel`) or ``"random"``."""
+    if kind == "xgb":
+        return CostModel(space, features, seed=seed, **options)
+    if kind == "random":
+        return RandomModel(space, features, seed=seed)
+    raise ValueError(f"model must be one of {MODELS}, got {kind!r}")
 
 
 def holdout_kendall_tau(space: Space, configs: Sequence[Config], gflops: Sequence[float | None], *,
