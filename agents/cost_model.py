@@ -27,7 +27,8 @@ difference between the two is what the learning contributes.
 Ansor sums per-statement predictions ("pack-sum"); a tiles config describes
 one statement, so one prediction per config is that sum. Ansor checks its
 early-stopping metric every other round; here every round (the stop comes at
-most one round apart).
+most one round apart). Like Ansor, predictions use every tree trained,
+including the rounds after the best one that early stopping waited through.
 
 Other training set-ups, for the offline evaluation
 (``bench/bench_cost_model.py``) and as agent options (``model_options``):
@@ -87,7 +88,7 @@ FEATURE_SETS = ("generic", "af", "both")
 OBJECTIVES = ("regression", "pairwise", "ndcg")
 TARGETS = ("normalised", "log", "rank")
 WEIGHTS = ("throughput", "none")
-MODELS = ("xgb", "random")  # what the agents' ``model=`` option accepts
+PRIORS = ("none", "draft")
 _FEATURE_CACHE_LIMIT = 200_000  # configs whose features are kept (GA populations revisit many)
 LOG_TARGET_FLOOR = 1.0 / 64  # target="log": throughputs below 1/64 of the best all map to 0
 
@@ -98,6 +99,18 @@ ANSOR_XGB_PARAMS: dict[str, Any] = {
     "min_child_weight": 0.0,
     "eta": 0.2,
 }
+
+
+# Named training set-ups (``CostModel(setup=...)``); explicit options override them.
+SETUPS: dict[str, dict[str, Any]] = {
+    # Ansor's XGBModel, as TVM v0.9 trains it.
+    "ansor": {"objective": "regression", "target": "normalised", "weights": "throughput", "prior": "none",
+              "xgb_params": {}},
+    # Boosted from the analytical draft (agents/draft.py) on log throughput, with shallower trees.
+    "draft": {"objective": "regression", "target": "log", "weights": "none", "prior": "draft",
+              "xgb_params": {"max_depth": 4}},
+}
+MODELS = (*SETUPS, "random")  # what the agents' ``model=`` option accepts
 
 
 def normalised_targets(gflops: Sequence[float | None]) -> np.ndarray:
@@ -198,16 +211,20 @@ class CostModel:
     Args:
         space: the space whose configs are scored.
         features: ``"generic"`` (Ansor), ``"af"`` (analytical features, seed 000's Ansor-AF) or ``"both"``.
+        setup: a named set of the options below (:data:`SETUPS`): ``"ansor"`` (default) or ``"draft"``;
+            options given explicitly override it.
         objective: ``"regression"`` (Ansor), ``"pairwise"`` or ``"ndcg"``.
         target: ``"normalised"`` (Ansor: GFLOP/s / best), ``"log"`` or ``"rank"``.
         weights: ``"throughput"`` (Ansor: samples weighted by their normalised throughput) or ``"none"``;
             the ranking objectives compare pairs and ignore it.
+        prior: ``"none"`` (Ansor) or ``"draft"``: boost from the analytical draft of
+            :mod:`.draft` (needs a space with the ``tiles`` analytical features).
         seed: XGBoost's seed (only matters with subsampling options).
         nthread: XGBoost threads; small and fixed so that training is reproducible and does
             not compete with measurements.
         num_boost_round: the most boosting rounds (Ansor: 10000; early stopping ends far sooner).
         early_stopping_rounds: stop after this many rounds without a better training metric (Ansor: 50).
-        xgb_params: overrides of :data:`ANSOR_XGB_PARAMS` and other XGBoost parameters.
+        xgb_params: overrides of :data:`ANSOR_XGB_PARAMS` (after the set-up's) and other XGBoost parameters.
 
     Example::
 
@@ -216,28 +233,37 @@ class CostModel:
         scores = model.predict(candidates)  # higher is better
     """
 
-    name = "xgb"
-
-    def __init__(self, space: Space, features: str = "generic", *, objective: str = "regression",
-                 target: str = "normalised", weights: str = "throughput", seed: int = 0, nthread: int = 1,
-                 num_boost_round: int = 10000, early_stopping_rounds: int = 50,
+    def __init__(self, space: Space, features: str = "generic", *, setup: str = "ansor", objective: str | None = None,
+                 target: str | None = None, weights: str | None = None, prior: str | None = None, seed: int = 0,
+                 nthread: int = 1, num_boost_round: int = 10000, early_stopping_rounds: int = 50,
                  xgb_params: dict[str, Any] | None = None):
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-        if target not in TARGETS:
-            raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-        if weights not in WEIGHTS:
-            raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
+        if setup not in SETUPS:
+            raise ValueError(f"setup must be one of {tuple(SETUPS)}, got {setup!r}")
+        base = SETUPS[setup]
+        objective = base["objective"] if objective is None else objective
+        target = base["target"] if target is None else target
+        weights = base["weights"] if weights is None else weights
+        prior = base["prior"] if prior is None else prior
+        for name, value, allowed in (("objective", objective, OBJECTIVES), ("target", target, TARGETS),
+                                     ("weights", weights, WEIGHTS), ("prior", prior, PRIORS)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
         if nthread < 1:
             raise ValueError(f"nthread must be >= 1, got {nthread}")
         if num_boost_round < 1 or early_stopping_rounds < 1:
             raise ValueError("num_boost_round and early_stopping_rounds must be >= 1")
         self._featurizer = Featurizer(space, features)
+        if prior == "draft":
+            from .draft import check_space
+
+            check_space(space)
         self.space = space
         self.features = features
+        self.setup = setup
         self.objective = objective
         self.target = target
         self.weights = weights
+        self.prior = prior
         self.seed = int(seed)
         self.nthread = int(nthread)
         self.num_boost_round = int(num_boost_round)
@@ -251,17 +277,45 @@ class CostModel:
             "seed": self.seed,
             "verbosity": 0,
             **({"eval_metric": "ndcg", "ndcg_exp_gain": False} if objective != "regression" else {}),
+            **base["xgb_params"],
             **(xgb_params or {}),
         }
         self._booster = None
         self._best_iteration = 0
         self._data = _TrainingData()
+        self._drafts: dict[Config, float] = {}
         self.fits = 0  # how many times the booster was trained
+
+    @property
+    def name(self) -> str:
+        return self.setup
 
     def describe(self) -> str:
         """The set-up in a few words, e.g. ``xgb af regression/normalised/throughput``."""
         weights = f"/{self.weights}" if self.objective == "regression" else ""
-        return f"xgb {self.features} {self.objective}/{self.target}{weights}"
+        prior = " + draft prior" if self.prior == "draft" else ""
+        depth = self.params.get("max_depth")
+        return f"xgb {self.features} {self.objective}/{self.target}{weights}{prior} depth {depth}"
+
+    # -- the prior ------------------------------------------------------------------------
+    def draft(self, configs: Sequence[Config]) -> np.ndarray | None:
+        """The analytical draft of each config (a fraction of the peak), or None without ``prior="draft"``."""
+        if self.prior != "draft":
+            return None
+        from .draft import draft
+
+        missing = [c for c in dict.fromkeys(configs) if c not in self._drafts]
+        if missing:
+            if len(self._drafts) > _FEATURE_CACHE_LIMIT:
+                self._drafts.clear()
+            self._drafts.update(zip(missing, draft(self.space, missing)))
+        return np.array([self._drafts[c] for c in configs])
+
+    def _margin(self, draft: np.ndarray) -> np.ndarray:
+        """The draft on the scale of the training target: each config's starting score."""
+        if self.target == "normalised":
+            return draft
+        return training_targets(draft, "log") if len(draft) else draft  # log2 scale, floored like the target
 
     # -- features -------------------------------------------------------------------
     @property
@@ -295,16 +349,18 @@ class CostModel:
         if not self._data.configs:
             self._booster = None
             return
-        self.train_matrix(self.featurize(self._data.configs), self._data.gflops)
+        configs = self._data.configs
+        self.train_matrix(self.featurize(configs), self._data.gflops, drafts=self.draft(configs))
 
-    def train_matrix(self, x: np.ndarray, gflops: Sequence[float | None],
-                     groups: Sequence[int] | None = None) -> "CostModel":
+    def train_matrix(self, x: np.ndarray, gflops: Sequence[float | None], groups: Sequence[int] | None = None,
+                     drafts: np.ndarray | None = None) -> "CostModel":
         """Train on feature rows directly (what :meth:`fit` does after featurising).
 
         ``groups`` (one id per row) marks rows of different layers: targets and
         weights are normalised within each group (each layer's best is 1), and the
         ranking objectives rank within groups only. Used to train on other layers'
         data (transfer); the rows' columns must be this model's features.
+        ``drafts``: the rows' analytical drafts (needed with ``prior="draft"``).
         """
         import xgboost as xgb
 
@@ -315,26 +371,32 @@ class CostModel:
         ids = np.zeros(len(x), dtype=np.int64) if groups is None else np.asarray(groups)
         if len(ids) != len(x):
             raise ValueError(f"got {len(ids)} group ids for {len(x)} rows")
+        if self.prior == "draft" and (drafts is None or len(drafts) != len(x)):
+            raise ValueError("a model with prior='draft' needs the draft of every training row")
         order = np.argsort(ids, kind="stable")  # XGBoost's query groups are runs of consecutive rows
         x, ids = x[order], ids[order]
         values = [gflops[i] for i in order]
         starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1], True])
         y = np.concatenate([training_targets(values[a:b], self.target) for a, b in zip(starts[:-1], starts[1:])])
         dtrain = evals = xgb.DMatrix(x, label=y)
+        if drafts is not None and self.prior == "draft":
+            dtrain.set_base_margin(self._margin(np.asarray(drafts, dtype=np.float64)[order]))
         if self.objective != "regression":
             dtrain.set_group(np.diff(starts))
         elif self.weights == "throughput":
             weight = np.concatenate([normalised_targets(values[a:b]) for a, b in zip(starts[:-1], starts[1:])])
             if weight.sum() > 0:  # all failed: nothing to weight by, every sample counts alike
                 dtrain.set_weight(weight)
-                evals = xgb.DMatrix(x, label=y)  # Ansor's early stopping watches the unweighted RMSE
+                evals = xgb.DMatrix(x, label=y, base_margin=dtrain.get_base_margin() if self.prior == "draft"
+                                    else None)  # Ansor's early stopping watches the unweighted RMSE
         self._booster = xgb.train(
             self.params, dtrain, num_boost_round=self.num_boost_round, evals=[(evals, "tr")],
             early_stopping_rounds=self.early_stopping_rounds, verbose_eval=False,
         )
         self._best_iteration = int(getattr(self._booster, "best_iteration", self.num_boost_round - 1))
         self.fits += 1
-        log.debug("cost model (%s) trained on %d rows: %d rounds", self.describe(), len(y), self._best_iteration + 1)
+        log.debug("cost model (%s) trained on %d rows: best round %d of %d", self.describe(), len(y),
+                  self._best_iteration + 1, self._booster.num_boosted_rounds())
         return self
 
     # -- prediction ---------------------------------------------------------------------
@@ -344,16 +406,20 @@ class CostModel:
             raise RuntimeError("the cost model has no training data yet: call fit() first")
         if len(configs) == 0:
             return np.zeros(0)
-        return self.predict_matrix(self.featurize(configs))
+        return self.predict_matrix(self.featurize(configs), self.draft(configs))
 
-    def predict_matrix(self, x: np.ndarray) -> np.ndarray:
-        """Scores of feature rows (the columns of :attr:`feature_names`)."""
+    def predict_matrix(self, x: np.ndarray, drafts: np.ndarray | None = None) -> np.ndarray:
+        """Scores of feature rows (the columns of :attr:`feature_names`; ``drafts`` with ``prior="draft"``)."""
         import xgboost as xgb
 
         if self._booster is None:
             raise RuntimeError("the cost model has no training data yet: call fit() first")
         data = xgb.DMatrix(np.asarray(x, dtype=np.float64))
-        return self._booster.predict(data, iteration_range=(0, self._best_iteration + 1)).astype(np.float64)
+        if self.prior == "draft":
+            if drafts is None or len(drafts) != data.num_row():
+                raise ValueError("a model with prior='draft' needs the draft of every row")
+            data.set_base_margin(self._margin(np.asarray(drafts, dtype=np.float64)))
+        return self._booster.predict(data).astype(np.float64)  # every tree, as Ansor predicts
 
     def kendall_tau(self, configs: Sequence[Config], gflops: Sequence[float | None]) -> float:
         """Kendall's tau between predictions and measured GFLOP/s (failed: 0) of ``configs``."""
@@ -396,8 +462,8 @@ class RandomModel:
         self.fits += 1
         return self
 
-    def train_matrix(self, x: np.ndarray, gflops: Sequence[float | None],
-                     groups: Sequence[int] | None = None) -> "RandomModel":
+    def train_matrix(self, x: np.ndarray, gflops: Sequence[float | None], groups: Sequence[int] | None = None,
+                     drafts: np.ndarray | None = None) -> "RandomModel":
         self.fits += 1
         self._trained = True
         return self
@@ -407,16 +473,16 @@ class RandomModel:
             raise RuntimeError("the cost model has no training data yet: call fit() first")
         return self._rng.random(len(configs))
 
-    def predict_matrix(self, x: np.ndarray) -> np.ndarray:
+    def predict_matrix(self, x: np.ndarray, drafts: np.ndarray | None = None) -> np.ndarray:
         return self.predict([None] * len(x))  # type: ignore[list-item]
 
 
 def make_model(kind: str, space: Space, features: str, *, seed: int, **options: Any) -> CostModel | RandomModel:
-    """The model an agent's ``model=`` option names: ``"xgb"`` (:class:`CostModel`) or ``"random"``."""
-    if kind == "xgb":
-        return CostModel(space, features, seed=seed, **options)
+    """The model an agent's ``model=`` option names: a :class:`CostModel` set-up (:data:`SETUPS`) or ``"random"``."""
     if kind == "random":
         return RandomModel(space, features, seed=seed)
+    if kind in SETUPS:
+        return CostModel(space, features, setup=kind, seed=seed, **options)
     raise ValueError(f"model must be one of {MODELS}, got {kind!r}")
 
 

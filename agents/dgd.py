@@ -112,7 +112,7 @@ class DGDAgent(SearchAgent):
 
     name = "dgd"
     spaces = ("tiles",)
-    default_model = "xgb"
+    default_model = "ansor"
 
     def __init__(self, features: str = "af", *, model: str | None = None, initial_samples: int = 64,
                  num_starts: int = 5, window: int = 3, tolerance: float = 0.6, min_window_measurements: int = 9,

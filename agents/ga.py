@@ -220,7 +220,7 @@ class GAAgent(SearchAgent):
     name = "ga"
     spaces = ("tiles",)
 
-    default_model = "xgb"
+    default_model = "ansor"
 
     def __init__(self, features: str = "generic", *, model: str | None = None, population: int = 2048,
                  generations: int = 4, mutation_prob: float = 0.85, crossover_prob: float = 0.2, batch_size: int = 64,

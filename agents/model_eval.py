@@ -32,6 +32,7 @@ from tensorgym.config import Config
 from tensorgym.spaces.base import Space
 
 from .cost_model import FEATURE_SETS, CostModel, Featurizer, RandomModel
+from .cost_model import SETUPS as COST_MODEL_SETUPS
 from .model_quality import QUALITY_METRICS, quality
 
 log = logging.getLogger(__name__)
@@ -108,39 +109,71 @@ def collect_random(env, seed: int, n: int, progress: bool = True):
 # -- the models under test ------------------------------------------------------------------
 @dataclass(frozen=True)
 class ModelSpec:
-    """A named cost-model set-up: :class:`CostModel` options, or ``kind="random"`` (chance)."""
+    """A named model under test: a :class:`CostModel` with ``options``, ``"random"`` (chance) or ``"draft"``.
+
+    ``kind="draft"`` is the analytical draft alone (:mod:`.draft`), which learns nothing.
+    """
 
     name: str
     features: str = "generic"
     kind: str = "xgb"
     options: tuple[tuple[str, Any], ...] = ()
 
-    def build(self, space: Space, seed: int) -> CostModel | RandomModel:
+    def build(self, space: Space, seed: int) -> CostModel | RandomModel | None:
         if self.kind == "random":
             return RandomModel(space, self.features, seed=seed)
+        if self.kind == "draft":
+            return None
         return CostModel(space, self.features, seed=seed, **dict(self.options))
 
+    @property
+    def uses_draft(self) -> bool:
+        """Whether the model reads the analytical draft (the draft alone, or a model boosted from it)."""
+        if self.kind != "xgb":
+            return self.kind == "draft"
+        options = dict(self.options)
+        prior = options.get("prior") or COST_MODEL_SETUPS[options.get("setup", "ansor")]["prior"]
+        return prior == "draft"
 
-# Training set-ups (name -> CostModel options); "ansor" is Ansor's XGBModel, what the agents use.
-SETUPS: dict[str, dict[str, str]] = {
-    "ansor": {"objective": "regression", "target": "normalised", "weights": "throughput"},
-    "unweighted": {"objective": "regression", "target": "normalised", "weights": "none"},
-    "log": {"objective": "regression", "target": "log", "weights": "none"},
-    "rank": {"objective": "regression", "target": "rank", "weights": "none"},
-    "pairwise": {"objective": "pairwise"},
-    "ndcg": {"objective": "ndcg"},
+
+# Training set-ups under test (name -> CostModel options): Ansor's XGBModel ("ansor"), one change at a time,
+# and tensorgym's "draft" set-up (boosted from the analytical draft, log target, depth 4).
+SETUPS: dict[str, dict[str, Any]] = {
+    "ansor": {"setup": "ansor"},
+    "unweighted": {"setup": "ansor", "weights": "none"},
+    "log": {"setup": "ansor", "target": "log", "weights": "none"},
+    "rank": {"setup": "ansor", "target": "rank", "weights": "none"},
+    "pairwise": {"setup": "ansor", "objective": "pairwise"},
+    "ndcg": {"setup": "ansor", "objective": "ndcg"},
+    "log-depth4": {"setup": "ansor", "target": "log", "weights": "none", "xgb_params": {"max_depth": 4}},
+    "ansor+draft": {"setup": "ansor", "prior": "draft"},
+    "draft": {"setup": "draft"},
 }
 
 
 def model_specs(setups: Sequence[str] = tuple(SETUPS), features: Sequence[str] = FEATURE_SETS,
-                chance: bool = True) -> list[ModelSpec]:
-    """Every ``setup/features`` combination, plus ``random`` (chance level) if ``chance``."""
+                baselines: bool = True) -> list[ModelSpec]:
+    """Every ``setup/features`` combination; with ``baselines``, the draft alone and ``random`` (chance)."""
     unknown = [s for s in setups if s not in SETUPS] + [f for f in features if f not in FEATURE_SETS]
     if unknown:
         raise ValueError(f"unknown set-ups or feature sets {unknown}; set-ups: {', '.join(SETUPS)}; "
                          f"feature sets: {', '.join(FEATURE_SETS)}")
     specs = [ModelSpec(f"{s}/{f}", f, "xgb", tuple(SETUPS[s].items())) for s in setups for f in features]
-    return specs + ([ModelSpec("random", "generic", "random")] if chance else [])
+    if baselines:
+        specs += [ModelSpec("draft only", "af", "draft"), ModelSpec("random", "generic", "random")]
+    return specs
+
+
+def drafts_of(dataset: Dataset) -> np.ndarray | None:
+    """The analytical draft of every config of ``dataset`` (None if its space has no draft)."""
+    from tensorgym.spaces.base import SpaceError
+
+    from .draft import draft
+
+    try:
+        return draft(dataset.space, dataset.configs)
+    except SpaceError:
+        return None
 
 
 # -- evaluation ---------------------------------------------------------------------------
@@ -193,12 +226,16 @@ class Evaluation:
 
 
 def _fit_and_score(model, x_train: np.ndarray, y_train: Sequence[float | None], x_test: np.ndarray,
-                   y_test: np.ndarray, groups: Sequence[int] | None = None) -> dict[str, float]:
+                   y_test: np.ndarray, groups: Sequence[int] | None = None, d_train: np.ndarray | None = None,
+                   d_test: np.ndarray | None = None) -> dict[str, float]:
     import time
 
     t0 = time.perf_counter()
-    model.train_matrix(x_train, y_train, groups)
-    predicted = model.predict_matrix(x_test)
+    if model is None:  # the draft alone
+        predicted = d_test
+    else:
+        model.train_matrix(x_train, y_train, groups, drafts=d_train)
+        predicted = model.predict_matrix(x_test, drafts=d_test)
     return {**quality(predicted, y_test), "fit_s": time.perf_counter() - t0}
 
 
@@ -215,6 +252,10 @@ def evaluate(dataset: Dataset, specs: Sequence[ModelSpec], sizes: Sequence[int] 
                     test_size, sorted(set(sizes) - set(usable)))
     measured = dataset.measured
     matrices = {f: Featurizer(dataset.space, f).matrix(dataset.configs) for f in {s.features for s in specs}}
+    drafts = drafts_of(dataset) if any(s.uses_draft for s in specs) else None
+    if drafts is None and any(s.uses_draft for s in specs):
+        log.warning("%s: the space has no analytical draft; the models that need it are skipped", dataset.label)
+        specs = [s for s in specs if not s.uses_draft]
     jobs = [(k, split, n, spec) for k, split in enumerate(splits(len(dataset), test_size, n_splits, seed))
             for n in usable for spec in specs]
     bar = _bar(len(jobs), f"models on {dataset.label}", progress)
@@ -222,8 +263,9 @@ def evaluate(dataset: Dataset, specs: Sequence[ModelSpec], sizes: Sequence[int] 
     for k, split, n, spec in jobs:
         x = matrices[spec.features]
         train = split.train[:n]
+        d_train, d_test = (drafts[train], drafts[split.test]) if drafts is not None else (None, None)
         scores = _fit_and_score(spec.build(dataset.space, seed=k), x[train], [dataset.gflops[i] for i in train],
-                                x[split.test], measured[split.test])
+                                x[split.test], measured[split.test], None, d_train, d_test)
         result.rows.append({"layer": dataset.label, "model": spec.name, "n": n, "split": k,
                             "test": len(split.test), **scores})
         if bar is not None:
@@ -260,6 +302,9 @@ def evaluate_transfer(target: Dataset, sources: Sequence[Dataset], specs: Sequen
     measured = target.measured
     result = Evaluation()
     xgb_specs = [s for s in specs if s.kind == "xgb"]
+    all_drafts = [drafts_of(d) for d in everything]
+    if any(d is None for d in all_drafts):
+        xgb_specs = [s for s in xgb_specs if not s.uses_draft]
     columns = {f: common_columns(everything, f) for f in {s.features for s in xgb_specs}}
     jobs = [(k, split, n, spec) for k, split in enumerate(splits(len(target), test_size, n_splits, seed))
             for n in usable for spec in xgb_specs]
@@ -273,8 +318,12 @@ def evaluate_transfer(target: Dataset, sources: Sequence[Dataset], specs: Sequen
         x_train = np.vstack([*x_sources, x_target[train]])
         y_train = [g for d in sources for g in d.gflops] + [target.gflops[i] for i in train]
         groups = np.concatenate([np.full(len(d), i + 1) for i, d in enumerate(sources)] + [np.zeros(len(train))])
+        d_train = d_test = None
+        if spec.uses_draft:
+            d_target, *d_sources = all_drafts
+            d_train, d_test = np.concatenate([*d_sources, d_target[train]]), d_target[split.test]
         scores = _fit_and_score(spec.build(target.space, seed=k), x_train, y_train, x_target[split.test],
-                                measured[split.test], groups)
+                                measured[split.test], groups, d_train, d_test)
         result.rows.append({"layer": target.label, "model": f"transfer:{spec.name}", "n": n, "split": k,
                             "test": len(split.test), **scores})
         if bar is not None:

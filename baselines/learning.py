@@ -84,6 +84,7 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
     """The report as data (see the module docs); ``results``: env -> agent -> runs (one per seed)."""
     budgets = sorted(int(b) for b in budgets)
     top = budgets[-1]
+    time_points = sorted({float(t) for t in time_points} | {float(dgd_seconds)})
     envs: dict[str, Any] = {}
     for env_id, by_agent in results.items():
         ref_runs = list(by_agent.get(reference, []))
@@ -124,8 +125,13 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
                         "ablations": ablations, "headline": headline}
 
     def above(agent: str) -> list[str]:
-        return [e for e, r in envs.items() if r["agents"].get(agent, {}).get(f"vs_{reference}@{top}", {}).get(
-            "separated") and (r["agents"][agent][f"vs_{reference}@{top}"]["ratio"] or 0) > 1]
+        """Envs where ``agent``'s mean is above the reference's and the 95 % intervals do not overlap."""
+        out = []
+        for env_id, env in envs.items():
+            cmp = env["agents"].get(agent, {}).get(f"vs_{reference}@{top}")
+            if cmp and cmp["separated"] and cmp["mean_a"] > cmp["mean_b"]:
+                out.append(env_id)
+        return out
 
     ratios = [r["headline"]["ratio"] for r in envs.values() if r["headline"]]
     headline_geomean = geomean(ratios)

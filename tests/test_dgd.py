@@ -221,3 +221,22 @@ def test_real_measurements_and_resume(tmp_path, measurer):
         assert again.measured == 0 and [t.config for t in again.trials] == [t.config for t in full.trials]
     finally:
         env.close()
+
+
+def test_random_model_ablation_and_prediction_log(space):
+    from tensorgym.agents import make_agent
+
+    perf, _, _ = two_peaks(space)
+    ablation = make_agent("dgd-random-model", initial_samples=16)
+    assert isinstance(ablation, DGDAgent) and ablation.model == "random"
+    blind = run_search(ablation, synthetic_tuner(space, perf, budget=90), seed=1)
+    learned = run_search(DGDAgent(initial_samples=16, model_options=FAST_MODEL), synthetic_tuner(space, perf, 90),
+                         seed=1)
+    assert [t.config for t in blind.trials[:16]] == [t.config for t in learned.trials[:16]]  # the same warm start
+    assert blind.extra["model"] == "random scores" and learned.extra["model"].startswith("xgb af")
+    for result in (blind, learned):
+        log = result.extra["predictions"]["log"]
+        assert log and all(r["trial"] >= 16 and r["n"] >= 1 and r["hops"] in ("1+2", "3") for r in log)
+        # Each logged step's configs were measured after it started, in the order of the log.
+        assert [r["trial"] for r in log] == sorted(r["trial"] for r in log)
+        assert sum(r["n"] for r in log) <= len(result.trials) - 16
