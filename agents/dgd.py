@@ -54,11 +54,19 @@ Deviations kept, and why:
   feature extractor rejects); every config of the ``tiles`` space is valid,
   so that case does not arise.
 
-**The model.** ``model="xgb"`` (default) is :class:`~tensorgym.agents.cost_model.CostModel`
-(Ansor's XGBoost, the model the artifact uses); ``model="random"`` gives every
-candidate a uniform random score instead (the ablation registered as
-``dgd-random-model``): the same walk, thresholds and windows, blind ranking.
-Every hop set's predictions for the configs it then measured are logged in
+**The model.** ``model`` names a :class:`~tensorgym.agents.cost_model.CostModel`
+set-up: ``"log-shallow"`` (default; it ranked held-out configs better than
+Ansor's training on R5, M3 and Y10 in the offline evaluation made while
+developing it, ``bench/bench_cost_model.py``), ``"ansor"`` (Ansor's
+XGBModel, the model the artifact uses) or ``"draft"``; ``features`` defaults
+to ``"both"``.
+``DGDAgent("af", model="ansor")`` is seed 000's Ansor-AF-DS,
+``DGDAgent("generic", model="ansor")`` its Ansor-DS. Every set-up predicts on
+the throughput scale (predicted GFLOP/s / best measured), which the 0.6 x
+score threshold assumes. ``model="random"`` gives every candidate a uniform
+random score instead (the ablation registered as ``dgd-random-model``): the
+same walk, thresholds and windows, blind ranking. Every hop set's
+predictions for the configs it then measured are logged in
 ``extra["predictions"]`` (:class:`~tensorgym.agents.model_quality.PredictionLog`):
 Spearman between prediction and measurement, per step, before the model saw
 them.
@@ -68,9 +76,6 @@ run with budget ``k`` makes exactly the first ``k`` trials of the same run
 with a larger budget (the initial sample is drawn whole and cut; windows are
 cut, never reordered). An interrupted run restarted with the same seed and
 database replays what it measured for free and goes on.
-
-``features="af"`` (default) is seed 000's Ansor-AF-DS; ``features="generic"``
-is Ansor-DS.
 """
 
 from __future__ import annotations
@@ -96,9 +101,9 @@ class DGDAgent(SearchAgent):
     """Seed 000's dynamic gradient descent over tile hops, guided by an XGBoost cost model.
 
     Args:
-        features: cost-model features, ``"af"`` (Ansor-AF-DS, default), ``"generic"`` (Ansor-DS) or ``"both"``.
-        model: ``"xgb"`` (the cost model) or ``"random"`` (random scores: the ablation); default
-            :attr:`default_model`.
+        features: cost-model features: ``"both"`` (default), ``"af"`` (Ansor-AF-DS) or ``"generic"`` (Ansor-DS).
+        model: a :class:`~tensorgym.agents.cost_model.CostModel` set-up (``"log-shallow"``, the default;
+            ``"ansor"``; ``"draft"``) or ``"random"`` (random scores: the ablation); default :attr:`default_model`.
         initial_samples: random configs measured to train the first model (64).
         num_starts: start points taken from the best initial samples (5); then random ones.
         window: candidates measured per window (3).
@@ -112,9 +117,9 @@ class DGDAgent(SearchAgent):
 
     name = "dgd"
     spaces = ("tiles",)
-    default_model = "ansor"
+    default_model = "log-shallow"
 
-    def __init__(self, features: str = "af", *, model: str | None = None, initial_samples: int = 64,
+    def __init__(self, features: str = "both", *, model: str | None = None, initial_samples: int = 64,
                  num_starts: int = 5, window: int = 3, tolerance: float = 0.6, min_window_measurements: int = 9,
                  model_options: Mapping[str, Any] | None = None):
         if features not in FEATURE_SETS:

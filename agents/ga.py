@@ -81,16 +81,23 @@ Deviations kept, and why:
   here four refills are tried (a tiles mutation fails only when a loop has
   no divisor to move, so the generation is full in practice).
 
-**The model.** ``model="xgb"`` (default) is
-:class:`~tensorgym.agents.cost_model.CostModel`; ``model="random"`` scores
-every config uniformly at random (the ablation registered as
-``ga-random-model``): the same evolution and picks with blind scores, so the
-difference to ``ga`` is what the model contributes. Each round's batch is
-scored by the model before it is measured and logged in
-``extra["predictions"]`` (:class:`~tensorgym.agents.model_quality.PredictionLog`):
-Spearman between prediction and measurement, the measured value of the
-config the model liked best, and the mean GFLOP/s of the model's picks
-against the eps-greedy random picks of the same round.
+**The model.** ``model`` names a :class:`~tensorgym.agents.cost_model.CostModel`
+set-up: ``"log-shallow"`` (default: log throughput, shallow trees, which
+ranked held-out configs better than Ansor's own training on R5, M3 and Y10
+in the offline evaluation made while developing it,
+``bench/bench_cost_model.py``), ``"ansor"`` (Ansor's XGBModel as TVM v0.9
+trains it) or ``"draft"`` (boosted from the analytical draft); ``features``
+defaults to ``"both"`` for the same reason.
+``GAAgent("generic", model="ansor")`` is stock Ansor, ``GAAgent("af",
+model="ansor")`` seed 000's Ansor-AF. ``model="random"`` scores every config
+uniformly at random (the ablation registered as ``ga-random-model``): the
+same evolution and picks with blind scores, so the difference to ``ga`` is
+what the model contributes. Each round's batch is scored by the model before
+it is measured and logged in ``extra["predictions"]``
+(:class:`~tensorgym.agents.model_quality.PredictionLog`): Spearman between
+prediction and measurement, the measured value of the config the model liked
+best, and the mean GFLOP/s of the model's picks against the eps-greedy
+random picks of the same round.
 
 Resuming: the search is deterministic for a seed and its decisions depend
 only on measured values, which a re-run reads back from the database; and
@@ -202,9 +209,9 @@ class GAAgent(SearchAgent):
     """Ansor's evolutionary search guided by an online XGBoost cost model (see the module docs).
 
     Args:
-        features: the cost model's features, ``"generic"`` (Ansor), ``"af"`` (Ansor-AF) or ``"both"``.
-        model: ``"xgb"`` (the cost model) or ``"random"`` (random scores: the ablation); default
-            :attr:`default_model`.
+        features: the cost model's features: ``"both"`` (default), ``"generic"`` (Ansor) or ``"af"`` (Ansor-AF).
+        model: a :class:`~tensorgym.agents.cost_model.CostModel` set-up (``"log-shallow"``, the default;
+            ``"ansor"``; ``"draft"``) or ``"random"`` (random scores: the ablation); default :attr:`default_model`.
         population: configs per generation (Ansor: 2048).
         generations: evolution steps per round (Ansor: 4).
         mutation_prob: probability that a child is mutated (Ansor: 0.85).
@@ -220,9 +227,9 @@ class GAAgent(SearchAgent):
     name = "ga"
     spaces = ("tiles",)
 
-    default_model = "ansor"
+    default_model = "log-shallow"
 
-    def __init__(self, features: str = "generic", *, model: str | None = None, population: int = 2048,
+    def __init__(self, features: str = "both", *, model: str | None = None, population: int = 2048,
                  generations: int = 4, mutation_prob: float = 0.85, crossover_prob: float = 0.2, batch_size: int = 64,
                  eps_greedy: float = 0.05, init_measured_ratio: float = 0.2, num_warmup_sample: int = 64,
                  mutation_weights: Mapping[str, float] | None = None,
@@ -304,7 +311,7 @@ class GAAgent(SearchAgent):
         values = [measured[batch[i]] for i in kept]
         model_values = [measured[batch[i]] for i in kept if from_model[i]]
         random_values = [measured[batch[i]] for i in kept if not from_model[i]]
-        facts: dict[str, Any] = {"model": trusted, "model_picks": len(model_values),
+        facts: dict[str, Any] = {"guided": trusted, "model_picks": len(model_values),
                                  "model_mean": float(np.mean(model_values)) if model_values else None,
                                  "random_mean": float(np.mean(random_values)) if random_values else None}
         if predicted is None:

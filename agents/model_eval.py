@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tensorgym.config import Config
+from tensorgym.database import Database
 from tensorgym.spaces.base import Space
 
 from .cost_model import FEATURE_SETS, CostModel, Featurizer, RandomModel
@@ -63,13 +64,11 @@ class Dataset:
         return np.array([g if g is not None and g > 0 else 0.0 for g in self.gflops])
 
 
-def random_dataset(db, space: Space, seeds: Iterable[int] = (0,), n: int = 512) -> Dataset:
+def random_dataset(db: Database, space: Space, seeds: Iterable[int] = (0,), n: int = 512) -> Dataset:
     """The first ``n`` configs the random agent draws with each seed that ``db`` holds records of.
 
     Configs missing from the database are left out (a logged warning says how many).
     """
-    from tensorgym.database import Database  # noqa: F401 - the type of ``db``
-
     wl, target = space.workload, space.target
     configs: list[Config] = []
     gflops: list[float | None] = []
@@ -91,7 +90,7 @@ def random_dataset(db, space: Space, seeds: Iterable[int] = (0,), n: int = 512) 
     return Dataset(space, configs, gflops)
 
 
-def records_dataset(db, space: Space) -> Dataset:
+def records_dataset(db: Database, space: Space) -> Dataset:
     """Every record of ``space``'s workload and target in ``db`` (whatever measured them)."""
     records = db.records(space.workload.key, space.target.fingerprint, space.name)
     return Dataset(space, [r.config for r in records], [r.gflops if r.ok else None for r in records])
@@ -137,7 +136,8 @@ class ModelSpec:
 
 
 # Training set-ups under test (name -> CostModel options): Ansor's XGBModel ("ansor"), one change at a time,
-# and tensorgym's "draft" set-up (boosted from the analytical draft, log target, depth 4).
+# and the other set-ups of the agents: "log-shallow" (log target, depth 4) and "draft" (the same boosted from
+# the analytical draft).
 SETUPS: dict[str, dict[str, Any]] = {
     "ansor": {"setup": "ansor"},
     "unweighted": {"setup": "ansor", "weights": "none"},
@@ -145,7 +145,7 @@ SETUPS: dict[str, dict[str, Any]] = {
     "rank": {"setup": "ansor", "target": "rank", "weights": "none"},
     "pairwise": {"setup": "ansor", "objective": "pairwise"},
     "ndcg": {"setup": "ansor", "objective": "ndcg"},
-    "log-depth4": {"setup": "ansor", "target": "log", "weights": "none", "xgb_params": {"max_depth": 4}},
+    "log-shallow": {"setup": "log-shallow"},
     "ansor+draft": {"setup": "ansor", "prior": "draft"},
     "draft": {"setup": "draft"},
 }

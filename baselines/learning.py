@@ -69,7 +69,7 @@ def _predictions(runs: Sequence[TuningResult]) -> dict[str, Any]:
         if log.get("mean_rho") is not None:
             rhos.append(log["mean_rho"])
         for entry in log.get("log", []):
-            if entry.get("model") and entry.get("model_mean") is not None and entry.get("random_mean") is not None:
+            if entry.get("guided") and entry.get("model_mean") is not None and entry.get("random_mean") is not None:
                 model_means.append(entry["model_mean"])
                 random_means.append(entry["random_mean"])
     return {"mean_rho": _stat(rhos), "model_pick_gflops": float(np.mean(model_means)) if model_means else None,

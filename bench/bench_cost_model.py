@@ -135,8 +135,10 @@ def plot(table: list[dict], layers: list[str], out: Path, ceilings: dict[str, di
                            label="noise ceiling (re-timed)" if metric == panels[0] else None)
             if metric == "recall10":
                 ax.axhline(TARGET_RECALL, color="red", linewidth=0.8, linestyle=":")
-            ax.set(xscale="log", xlabel="training configs", title=SHORT[metric])
             ax.set_xscale("log", base=2)
+            sizes = sorted({r["n"] for r in rows})
+            ax.set_xticks([max(n, 8) for n in sizes], [str(n) for n in sizes])  # 0: other layers' data only
+            ax.set(xlabel="training configs of the layer", title=SHORT[metric])
             ax.grid(alpha=0.3)
         fig.suptitle(f"cost models on {layer}: held-out ranking quality (mean and sd over splits)")
         handles, labels = axes[0].get_legend_handles_labels()

@@ -233,7 +233,7 @@ def test_random_model_ablation_and_prediction_log(space):
     learned = run_search(DGDAgent(initial_samples=16, model_options=FAST_MODEL), synthetic_tuner(space, perf, 90),
                          seed=1)
     assert [t.config for t in blind.trials[:16]] == [t.config for t in learned.trials[:16]]  # the same warm start
-    assert blind.extra["model"] == "random scores" and learned.extra["model"].startswith("xgb af")
+    assert blind.extra["model"] == "random scores" and learned.extra["model"].startswith("xgb both")
     for result in (blind, learned):
         log = result.extra["predictions"]["log"]
         assert log and all(r["trial"] >= 16 and r["n"] >= 1 and r["hops"] in ("1+2", "3") for r in log)

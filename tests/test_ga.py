@@ -169,12 +169,13 @@ def test_prediction_log_per_round():
     result = run_search(GAAgent(**{**SMALL, "eps_greedy": 0.25}), synthetic_tuner(budget=48))
     log = result.extra["predictions"]["log"]
     assert [r["trial"] for r in log] == [0, 16, 32]
-    assert log[0]["model"] is False and log[0]["n"] == 0  # warm-up: random scores, nothing to test
+    assert log[0]["guided"] is False and log[0]["n"] == 0  # warm-up: random scores, nothing to test
     for entry in log[1:]:
-        assert entry["model"] is True and entry["n"] == 16 and -1 <= entry["rho"] <= 1
+        assert entry["guided"] is True and entry["n"] == 16 and -1 <= entry["rho"] <= 1
         assert entry["model_picks"] == 12 and entry["model_mean"] is not None and entry["random_mean"] is not None
         assert entry["pick"] <= entry["best"]
-    assert result.extra["predictions"]["rounds"] == 3 and result.extra["model"].startswith("xgb generic")
+    assert result.extra["predictions"]["rounds"] == 3
+    assert result.extra["model"] == "xgb both regression/log/none depth 4"
 
 
 def test_random_model_ablation_makes_the_same_moves_blind():

@@ -26,7 +26,7 @@ def runs(agent: str, mean: float, **kw) -> list[TuningResult]:
 
 
 def results(ga_b: float = 120.0):
-    ga_log = {"predictions": {"mean_rho": 0.4, "log": [{"model": True, "model_mean": 50.0, "random_mean": 30.0}]}}
+    ga_log = {"predictions": {"mean_rho": 0.4, "log": [{"guided": True, "model_mean": 50.0, "random_mean": 30.0}]}}
     return {
         "A": {"random": runs("random", 100), "ga": runs("ga", 120, extra=ga_log), "dgd": runs("dgd", 130),
               "ga-random-model": runs("ga-random-model", 104), "dgd-random-model": runs("dgd-random-model", 131)},

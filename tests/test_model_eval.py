@@ -62,13 +62,13 @@ def test_splits_hold_out_the_same_configs_for_every_size():
 
 def test_evaluate_models_against_chance_on_a_smooth_landscape(space):
     data = synthetic(space, 240)
-    specs = model_specs(["ansor", "log-depth4"], ["generic"])
+    specs = model_specs(["ansor", "log-shallow"], ["generic"])
     result = evaluate(data, specs, sizes=(32, 128, 400), n_splits=2, test_size=100)  # 400 does not fit: skipped
     table = {(r["model"], r["n"]): r for r in result.table()}
     assert {n for _, n in table} == {32, 128}
     assert len(result.rows) == 2 * 2 * len(specs)
     assert {r["test"] for r in result.rows} == {100}
-    for model in ("ansor/generic", "log-depth4/generic"):
+    for model in ("ansor/generic", "log-shallow/generic"):
         assert table[(model, 128)]["spearman"] > 0.3 > abs(table[("random", 128)]["spearman"])
         assert table[(model, 128)]["spearman"] > table[(model, 32)]["spearman"] - 0.1
     assert "draft only" in {m for m, _ in table}  # the draft alone is a baseline row

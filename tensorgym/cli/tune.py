@@ -22,8 +22,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--agent", default="random", help="search agent (default: random)")
     p.add_argument("--space", default=None, choices=tuple(ENVS),
                    help="search space (default: the agent's, tiles for most)")
-    p.add_argument("--features", choices=("af", "generic"),
-                   help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")
+    p.add_argument("--features", choices=("af", "generic", "both"),
+                   help="cost-model features of the ga / dgd agents (default: both)")
+    p.add_argument("--model", choices=("ansor", "log-shallow", "draft", "random"),
+                   help="cost model of the ga / dgd agents (default: log-shallow): Ansor's XGBoost, XGBoost on log "
+                        "throughput with shallow trees, the same boosted from the analytical draft, or random scores "
+                        "(the ablation)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
     p.add_argument("--time-budget", type=float, default=None, help="seconds of tuning (default: none)")
     p.add_argument("--seed", type=int, default=0)
@@ -38,7 +42,8 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     # Everything that can be refused is checked before the database file is created.
     workload = workload_of(args.env_id, parse_shape(args.shape))
-    agent = make_agent(args.agent, **({"features": args.features} if args.features else {}))
+    options = {key: value for key, value in (("features", args.features), ("model", args.model)) if value}
+    agent = make_agent(args.agent, **options)
     space = args.space or agent.env_space
     agent.check_space(space)
     check_budget(args.budget, args.time_budget)
