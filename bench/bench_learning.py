@@ -82,7 +82,10 @@ def load(out: Path) -> tuple[dict[str, dict[str, list[TuningResult]]], dict[str,
                 labels[row["env"]] = row["workload"]
         for key, files in data.get("result_files", {}).items():
             env_id, agent = key.rsplit("/", 1)
-            runs = [TuningResult.from_json(json.loads(Path(f).read_text())) for f in files if Path(f).exists()]
+            # The paths are as compare wrote them (relative to where it ran); else look beside compare.json.
+            paths = [Path(f) if Path(f).exists() else board.parent / "results" / Path(f).parent.name / Path(f).name
+                     for f in files]
+            runs = [TuningResult.from_json(json.loads(p.read_text())) for p in paths if p.exists()]
             results.setdefault(env_id, {})[agent] = runs
     return results, labels
 
@@ -138,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     (out / "learning.json").write_text(json.dumps(report, indent=1))
     (out / "learning.txt").write_text(text + "\n")
     paths = plot(results, out / "plots", labels)
-    print(f"\nwrote {out / 'learning.txt'}, {out / 'learning.json'} and {len(paths)} plot(s) in {out / 'plots'}; "
-          f"database {args.db} ({(time.monotonic() - t0) / 60:.1f} min)")
+    where = "" if args.report_only else f"; database {args.db}"
+    print(f"\nwrote {out / 'learning.txt'}, {out / 'learning.json'} and {len(paths)} plot(s) in {out / 'plots'}"
+          f"{where} ({(time.monotonic() - t0) / 60:.1f} min)")
     return 1 if errors else 0
 
 

@@ -62,6 +62,8 @@ def test_an_agent_that_loses_is_shown_losing():
     targets = report["targets"]
     assert targets["ga above random@8"] == {"envs": ["A", "B"], "met": True}
     assert targets["dgd above random@8"] == {"envs": ["A", "C"], "met": True}
+    assert targets["ga above random, final bests re-timed"] == {"envs": ["A", "B"], "met": True}
+    assert report["envs"]["B"]["agents"]["dgd"]["re-timed_vs_random"]["ratio"] == pytest.approx(0.8)
     worse = analyse(results(ga_b=95.0), budgets=(4, 8), dgd_seconds=4.0)["targets"]
     assert worse["ga above random@8"] == {"envs": ["A"], "met": False}
     text = render(analyse(results(ga_b=95.0), budgets=(4, 8), dgd_seconds=4.0))
