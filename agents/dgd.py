@@ -55,9 +55,8 @@ Deviations kept, and why:
   so that case does not arise.
 
 **The model.** ``model`` names a :class:`~tensorgym.agents.cost_model.CostModel`
-set-up: ``"log-shallow"`` (default; it ranked held-out configs better than
-Ansor's training on R5, M3 and Y10 in the offline evaluation made while
-developing it, ``bench/bench_cost_model.py``), ``"ansor"`` (Ansor's
+set-up: ``"log-shallow"`` (default: it ranks held-out configs better than
+Ansor's training, see :mod:`.cost_model`), ``"ansor"`` (Ansor's
 XGBModel, the model the artifact uses) or ``"draft"``; ``features`` defaults
 to ``"both"``.
 ``DGDAgent("af", model="ansor")`` is seed 000's Ansor-AF-DS,

@@ -82,10 +82,9 @@ Deviations kept, and why:
   no divisor to move, so the generation is full in practice).
 
 **The model.** ``model`` names a :class:`~tensorgym.agents.cost_model.CostModel`
-set-up: ``"log-shallow"`` (default: log throughput, shallow trees, which
-ranked held-out configs better than Ansor's own training on R5, M3 and Y10
-in the offline evaluation made while developing it,
-``bench/bench_cost_model.py``), ``"ansor"`` (Ansor's XGBModel as TVM v0.9
+set-up: ``"log-shallow"`` (default: log throughput and shallow trees, which
+rank held-out configs better than Ansor's own training, see
+:mod:`.cost_model`), ``"ansor"`` (Ansor's XGBModel as TVM v0.9
 trains it) or ``"draft"`` (boosted from the analytical draft); ``features``
 defaults to ``"both"`` for the same reason.
 ``GAAgent("generic", model="ansor")`` is stock Ansor, ``GAAgent("af",

@@ -42,8 +42,8 @@ import numpy as np
 
 from tensorgym.agents.cost_model import FEATURE_SETS
 from tensorgym.agents.model_eval import (
-    DEFAULT_SIZES, SETUPS, Dataset, Evaluation, collect_random, evaluate, evaluate_transfer, model_specs,
-    random_dataset, records_dataset,
+    DEFAULT_SIZES, SETUPS, Dataset, Evaluation, collect_random, default_test_size, evaluate, evaluate_transfer,
+    model_specs, random_dataset, records_dataset,
 )
 from tensorgym.agents.model_quality import QUALITY_METRICS, quality
 from tensorgym.catalog import make_space
@@ -105,8 +105,24 @@ def print_target(table: list[dict], layers: list[str], n: int = TARGET_N) -> Non
     print(format_table(cells, ["model"] + layers + ["met"]))
 
 
+def _style(model: str, setups: list[str]) -> dict:
+    """Colour by training set-up, line style by feature set; chance and the draft alone in grey."""
+    name = model.removeprefix("transfer:")
+    if name == "random":
+        return {"color": "black", "linestyle": ":"}
+    if name == "draft only":
+        return {"color": "0.5", "linestyle": ":"}
+    setup, _, features = name.partition("/")
+    return {"color": f"C{setups.index(setup) % 10}",
+            "linestyle": {"generic": "-", "af": "--", "both": "-."}.get(features, "-")}
+
+
 def plot(table: list[dict], layers: list[str], out: Path, ceilings: dict[str, dict]) -> list[Path]:
-    """One PNG per layer: four metrics against the number of training configs, one line per model."""
+    """One PNG per layer: four metrics against the number of training configs, one line per model.
+
+    Colour is the training set-up, line style the feature set (generic solid, af dashed, both dash-dot);
+    a second row shows the models trained on the other layers as well (transfer), if any.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -117,32 +133,37 @@ def plot(table: list[dict], layers: list[str], out: Path, ceilings: dict[str, di
         rows = [r for r in table if r["layer"] == layer]
         if not rows:
             continue
-        fig = Figure(figsize=(14, 4.6), layout="constrained")
-        FigureCanvasAgg(fig)
-        axes = fig.subplots(1, len(panels))
         models = sorted({r["model"] for r in rows})
-        for i, model in enumerate(models):
-            points = sorted((r for r in rows if r["model"] == model), key=lambda r: r["n"])
-            xs = [max(r["n"], 8) for r in points]  # transfer's n = 0 sits at the left edge of the log axis
-            style = "--" if model.startswith("transfer:") else ":" if model == "random" else "-"
-            for ax, metric in zip(axes, panels):
-                ax.errorbar(xs, [r[metric] for r in points], yerr=[r[metric + "_sd"] for r in points],
-                            color=f"C{i % 10}", linestyle=style, marker="o", markersize=3, capsize=2,
-                            label=model if metric == panels[0] else None)
-        for ax, metric in zip(axes, panels):
-            if layer in ceilings:
-                ax.axhline(ceilings[layer][metric], color="0.2", linewidth=1, linestyle="-.",
-                           label="noise ceiling (re-timed)" if metric == panels[0] else None)
-            if metric == "recall10":
-                ax.axhline(TARGET_RECALL, color="red", linewidth=0.8, linestyle=":")
-            ax.set_xscale("log", base=2)
-            sizes = sorted({r["n"] for r in rows})
-            ax.set_xticks([max(n, 8) for n in sizes], [str(n) for n in sizes])  # 0: other layers' data only
-            ax.set(xlabel="training configs of the layer", title=SHORT[metric])
-            ax.grid(alpha=0.3)
+        setups = sorted({m.removeprefix("transfer:").partition("/")[0] for m in models})
+        groups = [[m for m in models if not m.startswith("transfer:")]]
+        if any(m.startswith("transfer:") for m in models):
+            groups.append([m for m in models if m.startswith("transfer:")])
+        fig = Figure(figsize=(15, 4.2 * len(groups)), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(len(groups), len(panels), squeeze=False)
+        for row_axes, group in zip(axes, groups):
+            for model in group:
+                points = sorted((r for r in rows if r["model"] == model), key=lambda r: r["n"])
+                xs = [max(r["n"], 8) for r in points]  # transfer's n = 0 sits at the left edge of the log axis
+                for ax, metric in zip(row_axes, panels):
+                    ax.errorbar(xs, [r[metric] for r in points], yerr=[r[metric + "_sd"] for r in points],
+                                marker="o", markersize=3, capsize=2, linewidth=1.2, label=model,
+                                **_style(model, setups))
+            sizes = sorted({r["n"] for r in rows if r["model"] in group})
+            for ax, metric in zip(row_axes, panels):
+                if layer in ceilings:
+                    ax.axhline(ceilings[layer][metric], color="red", linewidth=1, linestyle="-.",
+                               label="noise ceiling (re-timed)")
+                if metric == "recall10":
+                    ax.axhline(TARGET_RECALL, color="red", linewidth=0.8, linestyle=":", label="target")
+                ax.set_xscale("log", base=2)
+                ax.set_xticks([max(n, 8) for n in sizes], [str(n) for n in sizes])  # 0: other layers' data only
+                ax.set(xlabel="training configs of the layer", title=SHORT[metric])
+                ax.grid(alpha=0.3)
+            handles, labels = row_axes[-1].get_legend_handles_labels()
+            row_axes[-1].legend(handles, labels, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=7,
+                                frameon=False)
         fig.suptitle(f"cost models on {layer}: held-out ranking quality (mean and sd over splits)")
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside right center", fontsize=7, frameon=False)
         path = out / "plots" / f"{slug(layer)}.png"
         fig.savefig(path, dpi=100)
         paths.append(path)
@@ -201,11 +222,13 @@ def main(argv: list[str] | None = None) -> int:
 
     result = Evaluation()
     for data in datasets:
-        result.rows += evaluate(data, specs, args.sizes, args.splits, args.test_size, progress=not args.quiet).rows
+        # One held-out size per layer, so that the transfer rows are scored on the same held-out configs.
+        test_size = args.test_size or default_test_size(len(data), args.sizes)
+        result.rows += evaluate(data, specs, args.sizes, args.splits, test_size, progress=not args.quiet).rows
         if args.transfer and len(datasets) > 1:
             others = [d for d in datasets if d is not data]
             sizes = (0,) + tuple(n for n in args.sizes if n <= 128)
-            result.rows += evaluate_transfer(data, others, specs, sizes, args.splits, args.test_size,
+            result.rows += evaluate_transfer(data, others, specs, sizes, args.splits, test_size,
                                              progress=not args.quiet).rows
     ceilings: dict[str, dict] = {}
     if args.retest > 0:
