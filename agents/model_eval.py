@@ -21,7 +21,6 @@ sets. The metrics are :func:`tensorgym.agents.model_quality.quality`.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -339,9 +338,3 @@ def _bar(total: int, label: str, progress: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=label, unit="fit", dynamic_ncols=True)
-
-
-def mean_over(rows: Sequence[dict[str, Any]], metric: str) -> float:
-    """The mean of ``metric`` over rows (NaN if none)."""
-    values = [r[metric] for r in rows if r.get(metric) is not None]
-    return float(np.mean(values)) if values else math.nan
