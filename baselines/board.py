@@ -1,4 +1,4 @@
-"""The compare board: every run's result, and the statistics the tables show (mean and range over seeds).
+"""The compare board: every run's result, and the statistics the tables show (mean and range or 95 % interval).
 
 Per env x agent, the best GFLOP/s after N measurements and after T seconds of
 tuning clock (:meth:`TuningResult.best_at`), the final best, the final best
@@ -51,6 +51,26 @@ class Stat:
     def max(self) -> float | None:
         return max(self.known) if self.known else None
 
+    @property
+    def ci95(self) -> tuple[float | None, float | None]:
+        """Student's t 95 % interval of the mean over seeds ((None, None) with fewer than 2 known values)."""
+        from .stats import mean_ci
+
+        _, low, high = mean_ci(self.values)
+        return low, high
+
+    def format_ci(self, digits: int = 1) -> str:
+        """``mean [low, high]``: the mean and its 95 % interval (``[n/m]`` when some seeds have no value)."""
+        if not self.known:
+            return "-"
+        low, high = self.ci95
+        text = f"{self.mean:.{digits}f}"
+        if low is not None:
+            text += f" [{low:.{digits}f}, {high:.{digits}f}]"
+        if len(self.known) < len(self.values):
+            text += f" [{len(self.known)}/{len(self.values)}]"
+        return text
+
     def format(self, digits: int = 1) -> str:
         if not self.known:
             return "-"
@@ -62,7 +82,8 @@ class Stat:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "min": self.min, "max": self.max, "values": list(self.values)}
+        low, high = self.ci95
+        return {"mean": self.mean, "min": self.min, "max": self.max, "ci95": [low, high], "values": list(self.values)}
 
 
 def trials_to_fraction(result: TuningResult, fraction: float = REACH_FRACTION) -> int | None:

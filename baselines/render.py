@@ -18,7 +18,9 @@ from .board import REACH_FRACTION, Leaderboard
 _DIGITS = {"score": 2, "score(t)": 2, "AUC": 2}  # decimals of the columns that are not GFLOP/s
 
 
-def _cells(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
+def _cells(board: Leaderboard, spread: str = "range") -> tuple[list[str], list[list[str]]]:
+    if spread not in ("range", "ci"):
+        raise ValueError(f"spread must be 'range' (min-max) or 'ci' (95 % interval of the mean), got {spread!r}")
     names = board.metric_names()
     header = ["env", "agent", "n"] + names
     cells = []
@@ -26,13 +28,17 @@ def _cells(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
         stats = row["stats"]
         digits = {n: _DIGITS.get(n, 0 if n.startswith("to") else 1) for n in names}
         cells.append([row["env"], row["agent"], str(len(row["seeds"])) if row["seeds"] else ""]
-                     + [stats[n].format(digits[n]) if n in stats else "" for n in names])
+                     + [(stats[n].format(digits[n]) if spread == "range" else stats[n].format_ci(digits[n]))
+                        if n in stats else "" for n in names])
     return header, cells
 
 
-def text_table(board: Leaderboard) -> str:
-    """The table as aligned text (GFLOP/s; ``to95%`` in measurements)."""
-    header, cells = _cells(board)
+def text_table(board: Leaderboard, spread: str = "range") -> str:
+    """The table as aligned text (GFLOP/s; ``to95%`` in measurements).
+
+    ``spread``: ``"range"`` shows mean (min-max) over seeds, ``"ci"`` mean [95 % interval of the mean].
+    """
+    header, cells = _cells(board, spread)
     return format_table(cells, header)
 
 

@@ -40,6 +40,8 @@ AGENTS: dict[str, str] = {
     "random": "tensorgym.agents.random_search:RandomAgent",
     "ga": "tensorgym.agents.ga:GAAgent",
     "dgd": "tensorgym.agents.dgd:DGDAgent",
+    "ga-random-model": "tensorgym.agents.ga:GARandomModelAgent",
+    "dgd-random-model": "tensorgym.agents.dgd:DGDRandomModelAgent",
     "optuna": "tensorgym.agents.optuna_agent:OptunaAgent",
     "random-structured": "tensorgym.agents.random_structured:RandomStructuredAgent",
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",

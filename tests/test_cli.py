@@ -35,6 +35,7 @@ def test_tune_then_show(tmp_path, capsys):
     (["tune", "Conv2d-ResNet-R5-v0", "--budget", "0"], "budget"),
     (["tune", "Conv2d-ResNet-R5-v0", "--agent", "rnadom"], "unknown agent 'rnadom' (did you mean 'random'?)"),
     (["tune", "Conv2d-ResNet-R5-v0", "--agent", "ga", "--space", "microkernel"], "space='tiles'"),
+    (["tune", "Conv2d-ResNet-R5-v0", "--agent", "random", "--model", "ansor"], "takes no option model"),
     (["tune", "tensorgym/Matmul-v0"], "--shape M=512,N=768,K=3072"),
     (["tune", "tensorgym/Matmul-v0", "--shape", "M=64,N=32"], "missing K"),
     (["tune", "Matmul-BERT-M2-v0", "--shape", "M=64,N=32,K=16"], "fixed shape"),

@@ -31,8 +31,12 @@ def add_parser(subparsers) -> None:
                    help="what the kernel receives packed: tiles space (NCHW conv2d) in-kernel or weights; "
                         "microkernel space in-kernel (default), weights or all. The vendor reference is then "
                         "one with pre-packed weights too")
-    p.add_argument("--features", choices=("af", "generic"),
-                   help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")
+    p.add_argument("--features", choices=("af", "generic", "both"),
+                   help="cost-model features of the ga / dgd agents (default: both)")
+    p.add_argument("--model", choices=("ansor", "log-shallow", "draft", "random"),
+                   help="cost model of the ga / dgd agents (default: log-shallow): Ansor's XGBoost, XGBoost on log "
+                        "throughput with shallow trees, the same boosted from the analytical draft, or random scores "
+                        "(the ablation)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
     p.add_argument("--time-budget", type=finite_float, default=None, help="seconds of tuning (default: none)")
     p.add_argument("--seed", type=int, default=0)
@@ -50,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     workload = workload_of(args.env_id, parse_shape(args.shape))
     if args.layout:
         workload = with_layout(workload, args.layout)
-    agent = make_agent(args.agent, **({"features": args.features} if args.features else {}))
+    options = {key: value for key, value in (("features", args.features), ("model", args.model)) if value}
+    agent = make_agent(args.agent, **options)
     space = args.space or agent.env_space
     agent.check_space(space)
     check_budget(args.budget, args.time_budget)
