@@ -137,7 +137,8 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             time_points: Sequence[float] = DEFAULT_TIME_POINTS, trial_points: Sequence[int] = DEFAULT_TRIAL_POINTS,
             out_dir: str | Path = "compare-results", *, time_budget: float | None = None,
             agent_options: Mapping[str, Mapping[str, Any]] | None = None, vendor: bool = True, plot: bool = True,
-            progress: bool = True, remeasure: int = 3, shape: Mapping[str, Any] | None = None) -> Leaderboard:
+            progress: bool = True, remeasure: int = 3, shape: Mapping[str, Any] | None = None,
+            space: str | None = None, dtype: str = "float32") -> Leaderboard:
     """Run every agent on every env with the same budget, one at a time, into one database.
 
     Args:
@@ -155,6 +156,11 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
         progress: progress bars.
         shape: the shape of the parametric ids among ``env_ids`` (``tensorgym/Matmul-v0``
             needs ``{"M": .., "N": .., "K": ..}``); suite layers have theirs.
+        space: the space the search agents tune in (default: each agent's own, ``tiles`` for most;
+            ``mapping`` when ``dtype`` is not float32). The MetaSchedule peer searches its own space
+            whatever this is.
+        dtype: the workloads' data type (``"float32"``, ``"int8"``, ``"bf16"``); a non-default one is part
+            of the ids the table and the files use (``Conv2d-ResNet18-C7-v0[dtype=int8]``).
 
     Returns the :class:`Leaderboard` (also written to ``out_dir``).
     """
@@ -164,14 +170,22 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
     workloads: dict[str, Workload] = {}  # the board's env id -> its workload
     for env_id in env_ids:
         own = shape if env_id in PARAMETRIC_IDS else None
-        # A custom shape is part of the id the table, the files and the resume cache use.
-        shown = f"{env_id}[{','.join(f'{k}={v}' for k, v in own.items())}]" if own else env_id
-        workloads[shown] = workload_of(env_id, own)
+        # A custom shape and a non-default dtype are part of the id the table, the files and the resume cache use.
+        parts = [f"{k}={v}" for k, v in (own or {}).items()] + ([f"dtype={dtype}"] if dtype != "float32" else [])
+        shown = f"{env_id}[{','.join(parts)}]" if parts else env_id
+        workloads[shown] = workload_of(env_id, own).with_dtype(dtype)
     env_ids = list(workloads)
+    default_space = space or ("mapping" if dtype != "float32" else None)
+
+    def space_of_agent(agent) -> str:
+        return default_space if default_space is not None else agent.env_space
+
     names = _parse_agents(agents)
     seed_list = _parse_seeds(seeds)
     options = {name: dict((agent_options or {}).get(name, {})) for name in names}
     built = {name: make_agent(name, **options[name]) for name in names}  # fails early on unknown names
+    for agent in built.values():
+        agent.check_space(space_of_agent(agent))  # fails early on an agent that cannot tune in the space
     check_budget(budget, time_budget)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -200,7 +214,8 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
                 board.vendor[env_id] = _vendor_timings(workload, out / "vendor" / f"{slug(env_id)}.json")
         for env_id, seed, name in runs:
             agent = built[name]
-            path = _result_path(out, env_id, name, seed, options[name])
+            # A space other than the agent's own is part of the run's identity (and of its file name).
+            path = _result_path(out, env_id, name, seed, {**options[name], **({"space": space} if space else {})})
             result = _load_result(path, budget, time_budget)
             if result is None:
                 if bar is not None:
@@ -208,7 +223,7 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
                 log.info("compare: %s, agent %s, seed %d", env_id, name, seed)
                 t0 = time.monotonic()
                 try:
-                    result = agent.tune(env_for(env_id, agent.env_space), budget=budget, time_budget=time_budget,
+                    result = agent.tune(env_for(env_id, space_of_agent(agent)), budget=budget, time_budget=time_budget,
                                         seed=seed, callback=ProgressBarCallback() if progress else None)
                 except Exception as exc:  # noqa: BLE001 - one failed agent must not end the comparison
                     log.exception("compare: %s on %s (seed %d) failed", name, env_id, seed)
@@ -225,7 +240,8 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             if bar is not None:
                 bar.update(1)
         if remeasure > 0:
-            _remeasure_winners(board, workloads, remeasure, env_for, measurer, out, progress)
+            _remeasure_winners(board, workloads, remeasure, env_for, measurer, out, progress,
+                               default_space or "tiles")
     finally:
         if bar is not None:
             bar.close()
@@ -275,7 +291,7 @@ def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Se
 
 
 def _remeasure_winners(board: Leaderboard, workloads: Mapping[str, Any], rounds: int, env_for, measurer, out: Path,
-                       progress: bool) -> None:
+                       progress: bool, env_space: str = "tiles") -> None:
     """Re-time every run's best config and the vendors (:func:`retime_interleaved`), per env."""
 
     for env_id in board.env_ids:
@@ -285,7 +301,7 @@ def _remeasure_winners(board: Leaderboard, workloads: Mapping[str, Any], rounds:
                 and len(ref.get("remeasured_samples", ())) < rounds]
         if not runs and not refs:
             continue
-        spaces = {r.space: _space_for(env_for, env_id, r.space) for _, _, r in runs}
+        spaces = {r.space: _space_for(env_for, env_id, r.space, env_space) for _, _, r in runs}
         workload = workloads[env_id]
         kernel_values, vendor_values = retime_interleaved(
             measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
@@ -302,9 +318,10 @@ def _remeasure_winners(board: Leaderboard, workloads: Mapping[str, Any], rounds:
             path.write_text(json.dumps(board.vendor[env_id], indent=1))
 
 
-def _space_for(env_for, env_id: str, space: str) -> Space:
-    """The space object to re-time a result of ``space`` on ``env_id``: the env's own where one exists."""
-    return space_of(env_for(env_id, space if space in ENVS else "tiles"), space)
+def _space_for(env_for, env_id: str, space: str, env_space: str = "tiles") -> Space:
+    """The space object to re-time a result of ``space`` on ``env_id``: the env's own where one exists
+    (results of spaces without an env, MetaSchedule's, are re-timed through an ``env_space`` env)."""
+    return space_of(env_for(env_id, space if space in ENVS else env_space), space)
 
 
 def space_of(env, space: str) -> Space:

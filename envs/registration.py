@@ -6,9 +6,11 @@
   ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``.
 
 Every id takes the env keyword arguments: ``space=`` (a space that has an env class in
-:mod:`tensorgym.catalog`: ``"tiles"``, the tile-hop env, or ``"microkernel"``, the
-microkernel-construction env), ``target=``, ``db=``, ``measurer=``, ``max_steps=``,
-``render_mode=``, ``backend=``, and the chosen space's own options.
+:mod:`tensorgym.catalog`: ``"tiles"``, the tile-hop env, ``"microkernel"``, the
+microkernel-construction env, or ``"mapping"``, the intrinsic-mapping env), ``dtype=``
+(``"float32"``, the default; ``"int8"`` and ``"bf16"`` in the ``mapping`` space), ``target=``,
+``db=``, ``measurer=``, ``max_steps=``, ``render_mode=``, ``backend=``, and the chosen space's
+own options.
 
 :func:`workload_of` answers "which workload is this id (with this shape)?" without
 building an environment.
@@ -31,8 +33,11 @@ from tensorgym.workloads import Workload, conv2d, matmul
 from .base import TuningEnv
 
 
-def make_env(workload: Workload, *, space: str = "tiles", **kwargs: Any) -> TuningEnv:
-    """The environment over ``workload`` in the named search space."""
+def make_env(workload: Workload, *, space: str = "tiles", dtype: str | None = None, **kwargs: Any) -> TuningEnv:
+    """The environment over ``workload`` (in ``dtype`` if given: ``"float32"``, ``"int8"``, ``"bf16"``) in the
+    named search space."""
+    if dtype is not None and dtype != workload.dtype:
+        workload = workload.with_dtype(dtype)
     return env_class(space)(workload, **kwargs)
 
 

@@ -1,13 +1,15 @@
 """The ``tensorgym`` command line: one module per subcommand.
 
   tensorgym list [--suite NAME]                 every registered environment, its shape and GFLOP count
-  tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] [--shape M=..,N=..,K=..] ...
+  tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] [--shape M=..,N=..,K=..] [--space S] [--dtype D]
                                                 tune one env; re-running with the same --db resumes
   tensorgym compare ENV_ID [ENV_ID ...] --agents random,ga,dgd --budget N --seeds S
                                                 every agent on every env, one run: table, CSV/JSON, PNG
   tensorgym show [PATH]                         the best record per workload in a database
   tensorgym microkernels calibrate [--quick]    measure this machine's microkernel catalogue (once)
   tensorgym microkernels show                   the kept microkernels and their share of the measured peak
+  tensorgym mapping ENV_ID [--dtype int8]       a layer's mapping candidates (intrinsic, fused loops, packing,
+                                                resources, kept or pruned and why) and their best measurements
 
 Every error a user can cause (a :class:`~tensorgym.errors.TensorgymError`, a file
 that cannot be read or written, a database error) is printed as one line on
@@ -25,9 +27,9 @@ from collections.abc import Sequence
 
 from tensorgym.errors import TensorgymError
 
-from . import compare, list_envs, microkernels, show, tune
+from . import compare, list_envs, mapping, microkernels, show, tune
 
-COMMANDS = (list_envs, tune, compare, show, microkernels)
+COMMANDS = (list_envs, tune, compare, show, microkernels, mapping)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -9,7 +9,9 @@ from pathlib import Path
 from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS
 from tensorgym.baselines.compare import DEFAULT_AGENTS, compare
 from tensorgym.baselines.render import caption, text_table
+from tensorgym.catalog import ENVS
 from tensorgym.database import default_path
+from tensorgym.workloads import SUPPORTED_DTYPES
 
 from .args import float_list, int_list, seed_list
 from .shapes import parse_shape
@@ -36,6 +38,10 @@ def add_parser(subparsers) -> None:
                    help="measurement counts the table reads (default: 16,32,64,128)")
     p.add_argument("--time-points", type=float_list, default=DEFAULT_TIME_POINTS,
                    help="seconds of tuning clock the table reads (default: 60,120)")
+    p.add_argument("--space", default=None, choices=tuple(ENVS),
+                   help="the space the search agents tune in (default: each agent's own; mapping for int8/bf16)")
+    p.add_argument("--dtype", default="float32", choices=SUPPORTED_DTYPES,
+                   help="data type of the workloads (default: float32)")
     p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor libraries")
     p.add_argument("--remeasure", type=int, default=3,
                    help="rounds of re-timing every run's best config and the vendors at the end (default: 3)")
@@ -51,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     board = compare(args.env_ids, args.agents, budget=args.budget, seeds=args.seeds, db=db,
                     time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
                     time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
-                    progress=not args.quiet, remeasure=args.remeasure, shape=shape)
+                    progress=not args.quiet, remeasure=args.remeasure, shape=shape, space=args.space,
+                    dtype=args.dtype)
     print()
     print(text_table(board))
     print(f"\n{caption(board)}")

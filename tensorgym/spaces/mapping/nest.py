@@ -238,13 +238,12 @@ class MappedNest:
     def packing(self) -> str:
         """The packed layouts, in words."""
         act = self.activation_shape
-        names = {"rc": "C", "ry": "R", "rx": "S"}
         weights = f"weights [{', '.join(map(str, self.weight_shape))}]"
         if act is None:
             return weights + ", activations read in place"
         if self.conv and not self.tile:
-            kind = {("rc",): "NHWC", ("rc", "ry", "rx"): "im2col"}.get(self.fused_reduction, "unfold " + "".join(
-                names[r] for r in self.fused_reduction))
+            kind = {("rc",): "NHWC", ("rc", "ry", "rx"): "im2col"}.get(
+                self.fused_reduction, "unfold " + "+".join(self.fused_reduction))
         elif self.conv:
             kind = "row unfold"
         else:

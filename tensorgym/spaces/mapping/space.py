@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ...config import Config
+from ...record import Record
 from ...target import Target
 from ...workloads import Conv2d, Matmul, Workload
 from ..base import Space, SpaceError
@@ -322,6 +323,17 @@ class MappingSpace(Space):
             "resources": nest.resources.to_json(),
             "unit": self.workload.throughput_unit,
         }
+
+    def best_by_candidate(self, records: Sequence[Record]) -> dict[int, tuple[float, int]]:
+        """Candidate -> (best throughput, number of correct records) over ``records`` of this space's configs."""
+        out: dict[int, tuple[float, int]] = {}
+        for record in records:
+            config = record.config
+            if not record.ok or config.get("prepacked") != int(self.prepacked) or "candidate" not in config:
+                continue
+            best, count = out.get(config["candidate"], (0.0, 0))
+            out[config["candidate"]] = (max(best, record.gflops or 0.0), count + 1)
+        return out
 
     @cached_property
     def table(self) -> list[dict[str, Any]]:
