@@ -99,8 +99,11 @@ class MappingSpace(Space):
         self.nests, self.verdicts = candidate_table(workload, target)
         self.kept = tuple(i for i, v in enumerate(self.verdicts) if v.kept)
         if not self.kept:
-            reasons = "; ".join(f"{n.candidate.label}: {v.reason}" for n, v in zip(self.nests, self.verdicts))
-            raise SpaceError(f"no mapping candidate of {workload.label} can run on {target.label}: {reasons}")
+            example: dict[str, str] = {}
+            for nest, verdict in zip(self.nests, self.verdicts):
+                example.setdefault(verdict.rule, f"{nest.candidate.label}: {verdict.reason}")
+            raise SpaceError(f"no mapping candidate of {workload.label} can run on {target.label} (of "
+                             f"{len(self.nests)}, e.g. " + "; ".join(example.values()) + ")")
         if only is not None:
             if not isinstance(only, (int, np.integer)) or not 0 <= only < len(self.nests):
                 raise SpaceError(f"candidate must be an index in [0, {len(self.nests) - 1}], got {only!r}")
