@@ -13,8 +13,12 @@ abstraction, with the operator's data, weights and output in the roles of
     an outer-product step).
 ``tile`` (3 axes: ``i1``, ``i2`` spatial, ``r`` reduction)
     ``C[i1, i2] += sum_r A[i1, r] * B[r, i2]`` on ``rows x lanes`` accumulators
-    with ``depth``-long reductions: an Intel AMX tile multiply (``tdpbusd``,
-    ``tdpbf16ps``), the exact analogue of a Tensor Core ``mma``.
+    with ``depth``-long reductions: Intel AMX tile multiplies (``tdpbusd``,
+    ``tdpbf16ps``), the exact analogue of a Tensor Core ``mma``. The plain ones
+    multiply one 16 x 16 accumulator tile by one 64-byte-deep step; the ``_2x2``
+    ones keep 2 x 2 accumulator tiles in 4 of the 8 tile registers over two
+    steps (A and B tiles each feed two multiplies; the accumulators travel to
+    memory once per 8 multiplies instead of once per multiply).
 
 The weights are packed so that one call reads them contiguously: groups of
 ``group`` consecutive reduction elements (4 int8, 2 bf16, 1 fp32: the 32-bit
@@ -116,6 +120,8 @@ class Intrinsic:
 INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
     Intrinsic("amx_int8", "int8", "tile", lanes=16, depth=64, group=4, rows=16,
               isa=(("amx_tile", "amx_int8"),), instruction="AMX tdpbusd", tile_registers=3),
+    Intrinsic("amx_int8_2x2", "int8", "tile", lanes=32, depth=128, group=4, rows=32,
+              isa=(("amx_tile", "amx_int8"),), instruction="AMX tdpbusd, 2x2 tiles", tile_registers=8),
     Intrinsic("vnni512", "int8", "dot", lanes=16, depth=4, group=4, isa=(("avx512_vnni",),),
               instruction="AVX512-VNNI vpdpbusd zmm", vector_registers=3),
     Intrinsic("vnni256", "int8", "dot", lanes=8, depth=4, group=4,
@@ -125,6 +131,8 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
               instruction="AVX512BW vpmaddubsw+vpmaddwd", vector_registers=4, activation_max=127),
     Intrinsic("amx_bf16", "bf16", "tile", lanes=16, depth=32, group=2, rows=16,
               isa=(("amx_tile", "amx_bf16"),), instruction="AMX tdpbf16ps", tile_registers=3),
+    Intrinsic("amx_bf16_2x2", "bf16", "tile", lanes=32, depth=64, group=2, rows=32,
+              isa=(("amx_tile", "amx_bf16"),), instruction="AMX tdpbf16ps, 2x2 tiles", tile_registers=8),
     Intrinsic("bf16dot512", "bf16", "dot", lanes=16, depth=2, group=2, isa=(("avx512_bf16",),),
               instruction="AVX512-BF16 vdpbf16ps zmm", vector_registers=3),
     Intrinsic("fma512", "float32", "dot", lanes=16, depth=1, group=1, isa=(("avx512f",),),

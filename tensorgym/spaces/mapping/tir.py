@@ -51,10 +51,10 @@ _ARCH_PRCTL = 158  # x86-64 syscall number
 _ARCH_REQ_XCOMP_PERM = 0x1023
 _XFEATURE_XTILEDATA = 18
 
-# The 64-byte AMX tile configuration: palette 1; tiles 0, 1, 2 have 16 rows of 64 bytes.
+# The 64-byte AMX tile configuration: palette 1; all 8 tiles have 16 rows of 64 bytes.
 _TILE_CONFIG = bytearray(64)
 _TILE_CONFIG[0] = 1
-for _tile in range(3):
+for _tile in range(8):
     _TILE_CONFIG[16 + 2 * _tile] = 64  # colsb, little-endian u16
     _TILE_CONFIG[48 + _tile] = 16  # rows
 _TILE_CONFIG_LL = """
@@ -296,16 +296,35 @@ def _amx_desc(intrinsic: Intrinsic):
     return desc
 
 
+def _amx_blocking(intrinsic: Intrinsic) -> tuple[int, int, int, int]:
+    """(tile rows TM, tile columns TN, depth steps KK, reduction elements per tile) of a tile intrinsic.
+
+    A call covers ``TM x TN`` accumulator tiles (16 x 16 each) and ``KK`` steps of the reduction, each one
+    tile deep (64 bytes: 64 int8 or 32 bf16 elements). C tiles use registers ``0 .. TM*TN-1``, A tiles the
+    next ``TM``, B tiles the last ``TN``: at most the 8 the hardware has.
+    """
+    tile_depth = 64 // (2 if intrinsic.dtype == "bf16" else 1)
+    tm, tn, kk = intrinsic.rows // 16, intrinsic.lanes // 16, intrinsic.depth // tile_depth
+    if tm * 16 != intrinsic.rows or tn * 16 != intrinsic.lanes or kk * tile_depth != intrinsic.depth:
+        raise ValueError(f"{intrinsic.name}: rows, lanes must be multiples of 16 and depth of {tile_depth}")
+    if tm * tn + tm + tn > 8:
+        raise ValueError(f"{intrinsic.name}: {tm}x{tn} accumulator tiles need more than 8 tile registers")
+    return tm, tn, kk, tile_depth
+
+
 def _amx_impl(intrinsic: Intrinsic):
     from tvm.script import tirx as T
 
     a_type, b_type, c_type, multiply = _amx_types(intrinsic)
     rows, lanes, depth, group = intrinsic.rows, intrinsic.lanes, intrinsic.depth, intrinsic.group
+    tm, tn, steps, tile_depth = _amx_blocking(intrinsic)
     # bf16 operands are addressed through uint16 views (what bf16 storage becomes): access_ptr on a bf16 buffer
     # fails after bf16 legalization.
     view = "uint16" if a_type == "bfloat16" else a_type
     bview = "uint16" if b_type == "bfloat16" else b_type
     a_bytes = 2 if a_type == "bfloat16" else 1
+    b_row = lanes * group  # B elements per packed row (one row of a B tile is 16 lanes x group of it)
+    a_tile, b_tile = tm * tn, tm * tn + tm  # first A and B tile registers
 
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -319,24 +338,40 @@ def _amx_impl(intrinsic: Intrinsic):
             T.writes(C[0:rows, 0:lanes])
             Av = T.decl_buffer((rows, depth), view, data=A.data, elem_offset=A.elem_offset, strides=[sa, 1])
             Bv = T.decl_buffer((depth // group, lanes, group), bview, data=B.data, elem_offset=B.elem_offset)
-            T.evaluate(T.call_llvm_intrin("void", "llvm.x86.tileloadd64", T.int8(0), C.access_ptr("r"),
-                                          T.int64(sc * 4)))
-            T.evaluate(T.call_llvm_intrin("void", "llvm.x86.tileloadd64", T.int8(1), Av.access_ptr("r"),
-                                          T.int64(sa * a_bytes)))
-            T.evaluate(T.call_llvm_intrin("void", "llvm.x86.tileloadd64", T.int8(2), Bv.access_ptr("r"), T.int64(64)))
-            T.evaluate(T.call_llvm_intrin("void", multiply, T.int8(0), T.int8(1), T.int8(2)))
-            T.evaluate(T.call_llvm_intrin("void", "llvm.x86.tilestored64", T.int8(0), C.access_ptr("w"),
-                                          T.int64(sc * 4)))
+            for i in T.unroll(tm):
+                for j in T.unroll(tn):
+                    T.evaluate(T.call_llvm_intrin(
+                        "void", "llvm.x86.tileloadd64", T.int8(i * tn + j),
+                        C.access_ptr("r", offset=i * 16 * sc + j * 16), T.int64(sc * 4)))
+            for k in T.unroll(steps):
+                for i in T.unroll(tm):
+                    T.evaluate(T.call_llvm_intrin(
+                        "void", "llvm.x86.tileloadd64", T.int8(a_tile + i),
+                        Av.access_ptr("r", offset=i * 16 * sa + k * tile_depth), T.int64(sa * a_bytes)))
+                for j in T.unroll(tn):
+                    T.evaluate(T.call_llvm_intrin(
+                        "void", "llvm.x86.tileloadd64", T.int8(b_tile + j),
+                        Bv.access_ptr("r", offset=k * 16 * b_row + j * 16 * group), T.int64(b_row * a_bytes)))
+                for i in T.unroll(tm):
+                    for j in T.unroll(tn):
+                        T.evaluate(T.call_llvm_intrin("void", multiply, T.int8(i * tn + j), T.int8(a_tile + i),
+                                                      T.int8(b_tile + j)))
+            for i in T.unroll(tm):
+                for j in T.unroll(tn):
+                    T.evaluate(T.call_llvm_intrin(
+                        "void", "llvm.x86.tilestored64", T.int8(i * tn + j),
+                        C.access_ptr("w", offset=i * 16 * sc + j * 16), T.int64(sc * 4)))
 
     return impl
 
 
 def _amx_init(intrinsic: Intrinsic):
-    """(desc, impl) of the init: zero a C tile; the impl also loads the tile configuration in this thread."""
+    """(desc, impl) of the init: zero the C tiles; the impl also loads the tile configuration in this thread."""
     from tvm.script import tirx as T
 
     _, _, c_type, _ = _amx_types(intrinsic)
     rows, lanes = intrinsic.rows, intrinsic.lanes
+    tm, tn, _, _ = _amx_blocking(intrinsic)
     zero = T.int32(0) if c_type == "int32" else T.float32(0)
 
     @T.prim_func(s_tir=True)
@@ -361,7 +396,10 @@ def _amx_init(intrinsic: Intrinsic):
             with T.attr(0, "pragma_import_llvm", _TILE_CONFIG_LL):
                 T.evaluate(T.call_extern("void", "tensorgym_amx_load_config"))
             T.evaluate(T.call_llvm_intrin("void", "llvm.x86.tilezero", T.int8(0)))
-            T.evaluate(T.call_llvm_intrin("void", "llvm.x86.tilestored64", T.int8(0), C.access_ptr("w"),
-                                          T.int64(sc * 4)))
+            for i in T.unroll(tm):
+                for j in T.unroll(tn):
+                    T.evaluate(T.call_llvm_intrin(
+                        "void", "llvm.x86.tilestored64", T.int8(0), C.access_ptr("w", offset=i * 16 * sc + j * 16),
+                        T.int64(sc * 4)))
 
     return desc, impl
