@@ -248,7 +248,7 @@ def schedule(sch, nest: MappedNest, tiles: Config, prepacked: bool) -> None:
     outer = sch.fuse(*s0)
     sch.parallel(outer)
     if nest.conv and nest.tile:
-        _parallel_pass(sch, out, vectorize=False)
+        _parallel_pass(sch, out)
     else:
         sch.reverse_compute_at(out, s1[-1] if tiles["cache_write"] else outer, preserve_unit_loops=True)
         if not nest.conv:  # rows of Acc blocks: vectorise by whole blocks (contiguous in Acc and in the output)
@@ -269,22 +269,22 @@ def schedule(sch, nest: MappedNest, tiles: Config, prepacked: bool) -> None:
         sch.unroll(loop)
 
 
-def _parallel_pass(sch, block, vectorize: bool) -> None:
-    """Run a stage as its own pass, parallel over its outer loops (two fused when it has them)."""
+def _parallel_pass(sch, block, tasks: int = 16) -> None:
+    """Run a stage as its own pass, in parallel over its leading loops (fused until they give ``tasks``)."""
     loops = sch.get_loops(block)
-    if len(loops) >= 3:
-        sch.parallel(sch.fuse(loops[0], loops[1]))
-    else:
-        sch.parallel(loops[0])
-    if vectorize and len(loops) > 1:
-        sch.vectorize(sch.get_loops(block)[-1])
+    extents = [int(sch.get(loop).extent) for loop in loops]
+    count, product = 1, extents[0]
+    while count < len(loops) - 1 and product < tasks:
+        product *= extents[count]
+        count += 1
+    sch.parallel(sch.fuse(*loops[:count]) if count > 1 else loops[0])
 
 
 def _schedule_packing(sch, nest: MappedNest, prepacked: bool) -> None:
     """The packing stages as parallel passes; the fused reduction loop split by its loops' extents when exact.
 
     Splitting the fused loop by the extents of the loops it fuses (e.g. ``r`` -> ``(c, ry, rx)``) turns the
-    per-element div/mod of the index decode into plain loop variables (an im2col pack ran 9x faster so).
+    per-element div/mod of the index decode into plain loop variables.
     """
     if nest.activation_shape is not None:
         block = sch.get_sblock("A_pack")
@@ -295,6 +295,6 @@ def _schedule_packing(sch, nest: MappedNest, prepacked: bool) -> None:
         if nest.conv and nest.tile and nest.rows_padded == nest.rows_extent and len(nest.fused_rows) > 1:
             radices = [nest.extents[r] for r in nest.fused_rows][1:]
             sch.split(loops[-2], [None, *radices])
-        _parallel_pass(sch, block, vectorize=False)
+        _parallel_pass(sch, block)
     if not prepacked:
-        _parallel_pass(sch, sch.get_sblock("W_pack"), vectorize=False)
+        _parallel_pass(sch, sch.get_sblock("W_pack"))
