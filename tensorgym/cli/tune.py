@@ -98,4 +98,7 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(rows, ("kernel", unit, "latency ms", "cv %", "")))
     if result.best_config is not None:
         print(f"best config: {json.dumps(result.best_config.to_json())}")
+        searched = env.unwrapped.search_space
+        if searched.name == result.space and searched.is_valid(result.best_config):
+            print(f"best kernel: {searched.describe(result.best_config)}")
     return 0
