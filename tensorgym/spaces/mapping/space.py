@@ -60,7 +60,7 @@ from .nest import Candidate, MappedNest
 from .packing import pack_weights
 from .pruning import Verdict, judge, register_block_fits
 
-MAX_REPAIRS = 64
+MAX_REPAIRS = 64  # enough: each repair halves (at least) one loop's register tile
 
 
 @lru_cache(maxsize=64)
@@ -117,7 +117,6 @@ class MappingSpace(Space):
         self.tilings = tuple(LoopTiling(n.loops, unroll_choices=UNROLL_CHOICES,
                                         max_innermost=max(lp.extent for lp in n.loops)) for n in self.nests)
         self.coordinates: tuple[Coordinate, ...] = _union_coordinates(self.tilings[i] for i in self.kept)
-        self._coordinate_index = {(c.knob, c.level): i for i, c in enumerate(self.coordinates)}
         self.generic_feature_names = generic_feature_names(self)
 
     def __getstate__(self):
@@ -199,11 +198,13 @@ class MappingSpace(Space):
                 return values
             name = max((lp.name for lp in nest.spatial), key=lambda n: values[n][3])
             tiles = list(values[name])
+            if tiles[3] == 1:
+                break
             factor = min(p for p in range(2, tiles[3] + 1) if tiles[3] % p == 0)
             tiles[2] *= factor
             tiles[3] //= factor
             values[name] = tuple(tiles)
-        raise SpaceError(f"no register block of {self.candidates[index]} fits the registers")  # pragma: no cover
+        raise SpaceError(f"no register block of {self.candidates[index]} fits this CPU's registers / L1")
 
     def switch(self, config: Config, candidate: int) -> Config | None:
         """``config`` moved to another kept candidate, its tiles carried over loop by loop (None: not allowed)."""
