@@ -24,7 +24,7 @@ The weights are packed so that one call reads them contiguously: groups of
 ``group`` consecutive reduction elements (4 int8, 2 bf16, 1 fp32: the 32-bit
 lane of the instruction) for ``lanes`` consecutive outputs, i.e.
 ``[F / lanes, ..., R / group, lanes, group]`` (the VNNI layout; an AMX B tile
-is ``depth / group`` consecutive rows of it).
+is 16 consecutive rows of it, 16 lanes wide).
 
 The TIR descriptions and implementations live in :mod:`.tir` (they need TVM);
 they are registered with TVM under the :attr:`Intrinsic.tvm_name` names

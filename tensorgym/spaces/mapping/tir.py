@@ -24,11 +24,12 @@ Notes on the forms below, each found the hard way with TVM 0.27 and its LLVM 22:
 * **FP32 FMA**: the description has no reduction loop; a unit loop would be
   dropped by ``blockize`` and the match would fail.
 * **AMX**: the non-``.internal`` LLVM intrinsics take tile registers as
-  immediates, so no ``x86_amx`` value appears in TIR. A call loads C, A and B
-  into tiles 0-2, multiplies, and stores C; the tile configuration (palette 1,
-  tiles 0-2 of 16 rows x 64 bytes) is loaded by the companion *init*
-  intrinsic, tensorized onto the reduction's init block, so each thread loads
-  it before its first tile instruction. Linux grants AMX state to a process
+  immediates, so no ``x86_amx`` value appears in TIR. A call loads its
+  accumulator tiles, multiplies A and B tiles (16 rows x 64 bytes) into them
+  step by step, and stores them back (:func:`_amx_blocking`); the tile
+  configuration (palette 1, all 8 tiles 16 rows x 64 bytes) is loaded by the
+  companion *init* intrinsic, tensorized onto the reduction's init block, so
+  each thread loads it before its first tile instruction. Linux grants AMX state to a process
   only on request: :func:`request_amx` (``arch_prctl``) runs once in every
   process that runs AMX kernels. The target must have the ``amx-*`` LLVM
   features (:meth:`tensorgym.target.Target.tvm_target` adds them); without them
