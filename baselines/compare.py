@@ -3,7 +3,9 @@
 :func:`compare` runs each (env, seed, agent) in turn, in one process, never
 two measurements at once, all into one tensorgym database, and times the
 vendor library once per env (conv2d: PyTorch/oneDNN NCHW and NHWC; matmul:
-NumPy and PyTorch). Agents are built by name through
+NumPy and PyTorch; int8 and bf16: the references of :mod:`.vendor`). With
+``dtype="int8"`` or ``"bf16"`` the search agents tune in the ``mapping`` space
+(``space=`` chooses another). Agents are built by name through
 :func:`tensorgym.agents.make_agent`, so every registered agent can take part.
 
 Because the agents share the database, an agent may find a config another
