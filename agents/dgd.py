@@ -1,7 +1,8 @@
 """Dynamic gradient descent (the ``dgd`` agent; seed 000's "DS", as the authors' artifact runs it).
 
 A model-guided local search over the hop coordinates of the ``tiles`` space
-(seed 000 notes A.2.3, the released ``DGD_Search`` / ``DGD_Move``):
+(seed 000 notes A.2.3, the released ``DGD_Search`` / ``DGD_Move``); in the
+``mapping`` space a switch of mapping candidate is one more 1-hop move:
 
 1. **Warm start.** Measure ``initial_samples`` (64) distinct random configs
    and train the XGBoost cost model on them. With a budget of at most 64
@@ -117,7 +118,7 @@ class DGDAgent(SearchAgent):
     """
 
     name = "dgd"
-    spaces = ("tiles",)
+    spaces = ("tiles", "mapping")
     default_model = "log-shallow"
 
     def __init__(self, features: str = "both", *, model: str | None = None, initial_samples: int = 64,

@@ -30,7 +30,10 @@ model one batch, so the default here is 64: the first batch is random and
 every later one is model-guided (the same 64 random samples DGD starts from).
 
 Mutation rules and Ansor's CPU weights, mapped onto the knobs of the
-``tiles`` space:
+``tiles`` space (in the ``mapping`` space the same rules act on the tiles of
+the config's mapping candidate, cross-over pairs configs of one candidate, and
+children that break the candidate's register rule are dropped; candidates
+change through the random share of each population):
 
 =================  ======  ==================================================
 Ansor rule          weight  here
@@ -194,6 +197,13 @@ MUTATIONS: dict[str, Callable[[Space, Config, np.random.Generator], Config | Non
 }
 
 
+def rules_view(space: Space, config: Config):
+    """What the mutation rules read a config's loops, levels and choices from: the space itself, or, in a space
+    whose mapping candidates have loop nests of their own (``mapping``), the config's candidate's tiling."""
+    tiling_of = getattr(space, "tiling_of", None)
+    return space if tiling_of is None else tiling_of(config)
+
+
 def crossover(a: Config, b: Config, rng: np.random.Generator) -> Config:
     """Uniform cross-over per knob: each knob (a loop's tile vector, unroll, cache_write) from a or b."""
     picks = rng.random(len(a)) < 0.5
@@ -227,7 +237,7 @@ class GAAgent(SearchAgent):
     """
 
     name = "ga"
-    spaces = ("tiles",)
+    spaces = ("tiles", "mapping")
 
     default_model = "log-shallow"
 
@@ -362,6 +372,8 @@ class GAAgent(SearchAgent):
                 scorer: Callable[[list[Config]], np.ndarray], out_size: int) -> list[Config]:
         """Ansor's EvolutionarySearch: the ``out_size`` best-scored unmeasured configs met, best first."""
         space = tuner.space
+        # Where a candidate's register rule constrains tiles beyond their divisibility (mapping), children are checked.
+        check_children = hasattr(space, "tiling_of")
         best: dict[Config, float] = {}
         pop = list(population)
         for generation in range(self.generations + 1):
@@ -387,12 +399,15 @@ class GAAgent(SearchAgent):
                 rules = rng.choice(len(self._rules), size=need, p=self._rule_p)
                 for i in range(need):
                     child = pop[parents[i]]
-                    if cross[i]:
-                        child = crossover(child, pop[mates[i]], rng)
+                    mate = pop[mates[i]]
+                    if cross[i] and space.candidate_of(child) == space.candidate_of(mate):  # same knobs
+                        child = crossover(child, mate, rng)
                     if mutate[i]:
-                        child = MUTATIONS[self._rules[rules[i]]](space, child, rng)
+                        child = MUTATIONS[self._rules[rules[i]]](rules_view(space, child), child, rng)
                         if child is None:
                             continue
+                    if check_children and not space.is_valid(child):
+                        continue
                     children.append(child)
             pop = children or pop
         ranked = sorted(best.items(), key=lambda kv: -kv[1])[:out_size]

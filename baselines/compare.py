@@ -3,7 +3,9 @@
 :func:`compare` runs each (env, seed, agent) in turn, in one process, never
 two measurements at once, all into one tensorgym database, and times the
 vendor library once per env (conv2d: PyTorch/oneDNN NCHW and NHWC; matmul:
-NumPy and PyTorch). Agents are built by name through
+NumPy and PyTorch; int8 and bf16: the references of :mod:`.vendor`). With
+``dtype="int8"`` or ``"bf16"`` the search agents tune in the ``mapping`` space
+(``space=`` chooses another). Agents are built by name through
 :func:`tensorgym.agents.make_agent`, so every registered agent can take part.
 
 Because the agents share the database, an agent may find a config another
@@ -194,7 +196,8 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             out_dir: str | Path = "compare-results", *, time_budget: float | None = None,
             agent_options: Mapping[str, Mapping[str, Any]] | None = None, vendor: bool = True, plot: bool = True,
             progress: bool = True, remeasure: int = 3, shape: Mapping[str, Any] | None = None,
-            native_blas: bool = False, target: Target | str | None = None, ray: str | None = None) -> Leaderboard:
+            native_blas: bool = False, target: Target | str | None = None, ray: str | None = None,
+            space: str | None = None, dtype: str = "float32") -> Leaderboard:
     """Run every agent on every env with the same budget, one at a time, into one database.
 
     Args:
@@ -220,6 +223,11 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             measuring nodes (:mod:`tensorgym.cluster`), every record still committed to ``db``;
             with a remote ``target`` the nodes build and the device servers of its key time.
             ``None`` (default): every run in this process, Ray not imported.
+        space: the space the search agents tune in (default: each agent's own, ``tiles`` for most;
+            ``mapping`` when ``dtype`` is not float32). The MetaSchedule peer searches its own space
+            whatever this is.
+        dtype: the workloads' data type (``"float32"``, ``"int8"``, ``"bf16"``); a non-default one is part
+            of the ids the table and the files use (``Conv2d-ResNet18-C7-v0[dtype=int8]``).
 
     Returns the :class:`Leaderboard` (also written to ``out_dir``).
     """
@@ -234,14 +242,18 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
     workloads: dict[str, Workload] = {}  # the board's env id -> its workload
     for env_id in env_ids:
         own = shape if env_id in PARAMETRIC_IDS else None
-        # A custom shape is part of the id the table, the files and the resume cache use.
-        shown = f"{env_id}[{','.join(f'{k}={v}' for k, v in own.items())}]" if own else env_id
-        workloads[shown] = workload_of(env_id, own)
+        # A custom shape and a non-default dtype are part of the id the table, the files and the resume cache use.
+        parts = [f"{k}={v}" for k, v in (own or {}).items()] + ([f"dtype={dtype}"] if dtype != "float32" else [])
+        shown = f"{env_id}[{','.join(parts)}]" if parts else env_id
+        workloads[shown] = workload_of(env_id, own).with_dtype(dtype)
     env_ids = list(workloads)
+    default_space = space or ("mapping" if dtype != "float32" else None)
     names = _parse_agents(agents)
     seed_list = _parse_seeds(seeds)
     options = {name: dict((agent_options or {}).get(name, {})) for name in names}
     built = {name: make_agent(name, **options[name]) for name in names}  # fails early on unknown names
+    for agent in built.values():
+        agent.check_space(default_space or agent.env_space)  # fails early on an agent that cannot tune there
     check_budget(budget, time_budget)
     trial_points = tuple(integer("a trial point", p, minimum=1) for p in trial_points)
     time_points = tuple(number("a time point", t, positive=True) for t in time_points)
@@ -258,7 +270,7 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
                         trial_points=trial_points, time_points=time_points)
     board.labels.update({env_id: workload.label for env_id, workload in workloads.items()})
     plan = _Plan(workloads, [(e, s, a) for e in env_ids for s in seed_list for a in names], built, options, budget,
-                 time_budget, out, vendor, remeasure, progress, native_blas)
+                 time_budget, out, vendor, remeasure, progress, native_blas, default_space)
     try:
         if ray is None:
             _run_local(board, plan, db_path, target)
@@ -290,9 +302,16 @@ class _Plan:
     remeasure: int
     progress: bool
     native_blas: bool = False
+    space: str | None = None  # the space every search agent tunes in (None: each agent's own)
+
+    def env_space(self, agent) -> str:
+        """The space of the env ``agent`` tunes (the plan's, or the agent's own)."""
+        return self.space if self.space is not None else agent.env_space
 
     def result_path(self, env_id: str, agent: str, seed: int) -> Path:
-        return _result_path(self.out, env_id, agent, seed, self.options[agent])
+        # A space other than the agent's own is part of the run's identity (and of its file name).
+        options = {**self.options[agent], **({"space": self.space} if self.space else {})}
+        return _result_path(self.out, env_id, agent, seed, options)
 
     def saved_result(self, env_id: str, agent: str, seed: int) -> TuningResult | None:
         return _load_result(self.result_path(env_id, agent, seed), self.budget, self.time_budget)
@@ -340,7 +359,7 @@ def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Tar
                 log.info("compare: %s, agent %s, seed %d", env_id, name, seed)
                 t0 = time.monotonic()
                 try:
-                    result = agent.tune(env_for(env_id, agent.env_space), budget=plan.budget,
+                    result = agent.tune(env_for(env_id, plan.env_space(agent)), budget=plan.budget,
                                         time_budget=plan.time_budget, seed=seed,
                                         callback=ProgressBarCallback() if plan.progress else None)
                 except Exception as exc:  # noqa: BLE001 - one failed agent must not end the comparison
@@ -361,7 +380,7 @@ def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Tar
                 runs, refs = _to_retime(board, env_id, plan.remeasure)
                 if not runs and not refs:
                     continue
-                spaces = {r.space: _space_for(env_for, env_id, r.space) for _, _, r in runs}
+                spaces = {r.space: _space_for(env_for, env_id, r.space, plan.space or "tiles") for _, _, r in runs}
                 kernel_values, vendor_values = retime_interleaved(
                     measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
                     [(plan.workloads[env_id], ref["backend"], ref.get("choice") or ref["layout"]) for ref in refs],
@@ -404,7 +423,7 @@ def _run_on_ray(board: Leaderboard, plan: _Plan, db_path: str | Path, address: s
                     continue
                 tag = f"{env_id} {name} seed {seed}"
                 handle = cluster.submit(_tune_job, plan.workloads[env_id], name, plan.options[name], seed,
-                                        plan.budget, plan.time_budget, target, tag=tag)
+                                        plan.budget, plan.time_budget, target, plan.space, tag=tag)
                 jobs[handle] = ("run", env_id, seed, name)
             if bar is not None:
                 bar.update(len(finished))
@@ -466,9 +485,10 @@ def _retime_on_ray(board: Leaderboard, plan: _Plan, cluster, target: Target | No
 
 # -- jobs on a Ray node (``db`` is the node's view of the user's database) --------------------------------
 def _tune_job(db: Database, workload: Workload, agent: str, options: dict[str, Any], seed: int,
-              budget: int | None, time_budget: float | None, target: Target | None) -> dict[str, Any]:
+              budget: int | None, time_budget: float | None, target: Target | None,
+              space: str | None = None) -> dict[str, Any]:
     tuner = make_agent(agent, **options)
-    env = make_env(workload, space=tuner.env_space, db=db, target=target)
+    env = make_env(workload, space=space or tuner.env_space, db=db, target=target)
     try:
         return tuner.tune(env, budget=budget, time_budget=time_budget, seed=seed).to_json()
     finally:
@@ -555,9 +575,10 @@ def _store_retimes(board: Leaderboard, env_id: str, runs: list, refs: list, kern
         _write_json(plan.vendor_path(env_id), board.vendor[env_id])
 
 
-def _space_for(env_for, env_id: str, space: str) -> Space:
-    """The space object to re-time a result of ``space`` on ``env_id``: the env's own where one exists."""
-    return space_of(env_for(env_id, space if space in ENVS else "tiles"), space)
+def _space_for(env_for, env_id: str, space: str, env_space: str = "tiles") -> Space:
+    """The space object to re-time a result of ``space`` on ``env_id``: the env's own where one exists
+    (results of spaces without an env, MetaSchedule's, are re-timed through an ``env_space`` env)."""
+    return space_of(env_for(env_id, space if space in ENVS else env_space), space)
 
 
 def space_of(env, space: str) -> Space:

@@ -53,7 +53,9 @@ def markdown(board: Leaderboard) -> str:
 
 def caption(board: Leaderboard) -> str:
     """What the table's columns mean."""
-    return (f"Best GFLOP/s after N measurements (@N) and after T seconds of tuning clock (@Ts), final best, "
+    unit = "GFLOP/s (GOP/s for int8 layers)" if any(label.endswith("[int8]") for label in board.labels.values()) \
+        else "GFLOP/s"
+    return (f"Best {unit} after N measurements (@N) and after T seconds of tuning clock (@Ts), final best, "
             f"the final best config re-timed at the end in rounds interleaved with the other runs' and the "
             f"vendors' (re-timed), and measurements to reach {round(REACH_FRACTION * 100)} % of the run's "
             f"final best; mean (min-max) over seeds {board.seeds}, budget {board.budget}. "

@@ -9,7 +9,7 @@ name from its verbose output (e.g. ``brg_conv_fwd:avx512_core``), MKL's code
 path from its verbose banner, OpenBLAS's core type from threadpoolctl; the
 tables show it.
 
-References (``vendor_choices``), as ``(backend, layout)``:
+References (``vendor_choices``), as ``(backend, layout)``, float32:
 
 * conv2d: ``torch`` ``NCHW`` and ``NHWC`` (``torch.nn.functional.conv2d`` on
   contiguous or channels-last tensors: oneDNN reorders the weights to its
@@ -20,6 +20,25 @@ References (``vendor_choices``), as ``(backend, layout)``:
   sgemm), ``onednn`` ``row-major`` (oneDNN's matmul, plain weights) and
   ``pre-packed`` (weights reordered once), ``mkl`` ``pre-packed`` (MKL's packed
   GEMM, weights packed once).
+
+int8 (uint8 activations x int8 weights, what a PyTorch user of this CPU reaches for):
+
+* conv2d: ``torch`` ``quantized pre-packed``: PyTorch's quantized conv
+  (``torch.ops.quantized.conv2d``, the ``x86`` engine: oneDNN) with unit scales,
+  zero zero-points and weights pre-packed once (``conv2d_prepack``, outside the
+  timed call: the functional API re-packs them on every call). Its output is
+  requantized to uint8 (the int32 accumulators are not exposed), with the
+  output scale ``max|ref| / 127`` and zero point 128, so the check is "within
+  half an output step": ``max_rel_error`` is about 1/254 for a correct kernel;
+* matmul: ``torch`` ``int_mm``: ``torch._int_mm`` (int8 x int8 -> int32,
+  oneDNN). It takes signed activations, so the call computes
+  ``(A - 128) @ B + 128 * colsum(B)`` (the compensation oneDNN itself applies to
+  uint8 inputs), exactly ``A @ B``; shapes it refuses (M <= 16, K or N not
+  multiples of 8) have no reference.
+
+bf16: ``torch`` conv2d (NHWC and NCHW) and ``torch.mm`` on bfloat16 tensors
+(oneDNN); the output is bfloat16, so ``max_rel_error`` is about 4e-3 (its
+rounding).
 
 **Like with like.** ``VendorResult.weights`` says whether the weights were
 prepared once outside the timing (``pre-packed``) or are taken as given on
@@ -66,7 +85,7 @@ class VendorResult:
     latency_s: float
     latency_cv: float
     samples: tuple[float, ...]
-    gflops: float
+    gflops: float  # GOP/s for int8 workloads
     max_rel_error: float
     kernel: str = ""  # the kernel family the library ran
     weights: str = PER_CALL  # "per call" or "pre-packed" (see the module docs)
@@ -85,6 +104,14 @@ class VendorResult:
 
 def vendor_choices(workload: Workload) -> list[tuple[str, str]]:
     """``(backend, layout)`` pairs available for a workload, the primary reference first."""
+    if workload.dtype == "int8":
+        if isinstance(workload, Conv2d):
+            return [("torch", "quantized pre-packed")]
+        return [("torch", "int_mm")] if isinstance(workload, Matmul) else []
+    if workload.dtype == "bf16":
+        if isinstance(workload, Conv2d):
+            return [("torch", "NHWC"), ("torch", "NCHW")]
+        return [("torch", "row-major")] if isinstance(workload, Matmul) else []
     if isinstance(workload, Conv2d):
         return [("torch", "NHWC"), ("torch", "NCHW"), ("onednn", "NHWC pre-packed")]
     if isinstance(workload, Matmul):
@@ -136,6 +163,8 @@ def time_vendor(workload: Workload, library: str | None = None, layout: str | No
     if not outcome.ok:
         if "ModuleNotFoundError" in outcome.error:
             raise VendorUnavailable(f"{library} is not installed: {outcome.error.splitlines()[0]}")
+        if "VendorUnavailable" in outcome.error:
+            raise VendorUnavailable(outcome.error.strip().splitlines()[-1].split(": ", 1)[-1])
         raise RuntimeError(f"timing {library} on {workload.label} failed ({outcome.kind}): {outcome.error[:500]}")
     environment = f"{', '.join(cleared)} cleared" if cleared else ""
     return VendorResult(**outcome.value, environment=environment, choice=layout)
@@ -217,10 +246,14 @@ def _time_here(workload: Workload, library: str, layout: str, protocol: TimingPr
 
         torch.set_num_threads(threads)
         with torch.no_grad():
-            call, name = _torch_call(torch, workload, library, layout, inputs)
-            out = _torch_output(workload, call())
+            if workload.dtype != "float32":
+                call, name, result = _torch_low_precision_call(torch, workload, layout, inputs, reference)
+                out = result(call())
+            else:
+                call, name = _torch_call(torch, workload, library, layout, inputs)
+                out = _torch_output(workload, call())
             # One call with the library's verbose output on names the kernel it ran; never while timing.
-            if library == "onednn" or isinstance(workload, Conv2d):
+            if library == "onednn" or isinstance(workload, Conv2d) or workload.dtype != "float32":
                 with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
                     kernel = onednn_kernel(_capture_stdout(call))
             else:
@@ -234,6 +267,64 @@ def _time_here(workload: Workload, library: str, layout: str, protocol: TimingPr
             "latency_cv": cv, "samples": tuple(timing.samples), "gflops": workload.gflops(median),
             "max_rel_error": relative_error(out, reference), "kernel": kernel, "weights": weights,
             "contention": timing.contention}
+
+
+def _torch_low_precision_call(torch, workload: Workload, layout: str, inputs, reference):
+    """(the timed call, the library's name, a function turning its result into the output as a NumPy array)
+    for int8 and bf16 workloads (see the module docs)."""
+    import numpy as np
+
+    version = torch.__version__.split("+")[0]
+    if workload.dtype == "int8":
+        call, result = _torch_int8_call(torch, workload, inputs, reference)
+        return call, f"torch {version} oneDNN", result
+    a, b = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(torch.bfloat16) for x in inputs)
+
+    def result(out):
+        return out.float().contiguous().numpy()
+
+    if isinstance(workload, Conv2d):
+        if layout == "NHWC":
+            a = a.contiguous(memory_format=torch.channels_last)
+            b = b.contiguous(memory_format=torch.channels_last)
+        return (lambda: torch.nn.functional.conv2d(a, b, stride=workload.stride, padding=workload.padding),
+                f"torch {version} oneDNN", result)
+    return (lambda: torch.mm(a, b)), f"torch {version} oneDNN", result
+
+
+def _torch_int8_call(torch, workload: Workload, inputs, reference):
+    """(the timed call, a function turning its result into a NumPy array) of PyTorch's int8 reference."""
+    import numpy as np
+
+    data, weights = inputs
+    if isinstance(workload, Matmul):
+        if workload.M <= 16 or workload.K % 8 or workload.N % 8:
+            raise VendorUnavailable(f"torch._int_mm needs M > 16 and K, N multiples of 8; {workload.label} is "
+                                    f"{workload.M}x{workload.N}x{workload.K}")
+        a = torch.from_numpy((data.astype(np.int16) - 128).astype(np.int8))
+        b = torch.from_numpy(weights)
+        compensation = 128 * b.to(torch.int32).sum(dim=0)  # (A - 128) @ B + 128 * colsum(B) == A @ B
+
+        def call():
+            return torch._int_mm(a, b) + compensation
+
+        return call, lambda out: out.numpy()
+    for engine in ("x86", "onednn", "fbgemm"):
+        if engine in torch.backends.quantized.supported_engines:
+            torch.backends.quantized.engine = engine
+            break
+    else:
+        raise VendorUnavailable(f"no quantized engine among {torch.backends.quantized.supported_engines}")
+    qx = torch.quantize_per_tensor(torch.from_numpy(data.astype(np.float32)), 1.0, 0, torch.quint8)
+    qw = torch.quantize_per_tensor(torch.from_numpy(weights.astype(np.float32)), 1.0, 0, torch.qint8)
+    st, pad = workload.stride, workload.padding
+    packed = torch.ops.quantized.conv2d_prepack(qw, None, [st, st], [pad, pad], [1, 1], 1)
+    scale = float(np.abs(reference).max()) / 127.0 or 1.0
+
+    def call():
+        return torch.ops.quantized.conv2d(qx, packed, scale, 128)
+
+    return call, lambda out: out.dequantize().numpy()
 
 
 def _torch_output(workload: Workload, out) -> Any:

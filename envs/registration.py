@@ -10,9 +10,11 @@
   keywords.
 
 Every id takes the env keyword arguments: ``space=`` (a space that has an env class in
-:mod:`tensorgym.catalog`: ``"tiles"``, the tile-hop env, or ``"microkernel"``, the
-microkernel-construction env), ``target=``, ``db=``, ``measurer=``, ``max_steps=``,
-``render_mode=``, ``backend=``, and the chosen space's own options.
+:mod:`tensorgym.catalog`: ``"tiles"``, the tile-hop env, ``"microkernel"``, the
+microkernel-construction env, or ``"mapping"``, the intrinsic-mapping env), ``dtype=``
+(``"float32"``, the default; ``"int8"`` and ``"bf16"`` in the ``mapping`` space), ``target=``,
+``db=``, ``measurer=``, ``max_steps=``, ``render_mode=``, ``backend=``, and the chosen space's
+own options.
 
 :func:`workload_of` answers "which workload is this id (with this shape)?" without
 building an environment.
@@ -36,9 +38,13 @@ from tensorgym.workloads import Conv2d, Workload, conv2d, matmul
 from .base import TuningEnv
 
 
-def make_env(workload: Workload, *, space: str = "tiles", layout: str | None = None, **kwargs: Any) -> TuningEnv:
-    """The environment over ``workload`` in the named search space; ``layout`` lays a conv2d out in
-    ``"NHWC"`` or ``"NCHWc"`` (``gym.make("Conv2d-ResNet-R5-v0", layout="NHWC")``)."""
+def make_env(workload: Workload, *, space: str = "tiles", dtype: str | None = None, layout: str | None = None,
+             **kwargs: Any) -> TuningEnv:
+    """The environment over ``workload`` in the named search space: in ``dtype`` if given (``"float32"``,
+    ``"int8"``, ``"bf16"``), and for a conv2d laid out in ``layout`` (``"NHWC"`` or ``"NCHWc"``) if given
+    (``gym.make("Conv2d-ResNet-R5-v0", layout="NHWC")``)."""
+    if dtype is not None and dtype != workload.dtype:
+        workload = workload.with_dtype(dtype)
     return env_class(space)(with_layout(workload, layout) if layout else workload, **kwargs)
 
 

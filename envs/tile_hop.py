@@ -103,8 +103,7 @@ class TileHopEnv(TuningEnv[TilesSpace]):
                                        f"Discrete({self.action_space.n}); actions are integers in "
                                        f"[0, {self.action_space.n - 1}]")
         self._steps += 1
-        coordinate, down = divmod(int(action), 2)
-        target = self.search_space.hop(self._config, coordinate, -1 if down else 1)
+        target = self._move(int(action))
         if target is not None and self.backend == "replay" and self.evaluator.lookup(target) is None:
             target = None
         if target is None:
@@ -126,17 +125,26 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         """Boolean mask of the actions that stay inside the space (for MaskablePPO)."""
         if self._config is None:
             raise ResetNeeded("call reset() before action_masks()")
-        mask = self.search_space.hop_mask(self._config)
+        mask = self._legal_moves()
         if self.backend == "replay":
             for action in np.flatnonzero(mask):
-                target = self.search_space.hop(self._config, action // 2, -1 if action % 2 else 1)
-                mask[action] = self.evaluator.lookup(target) is not None
+                mask[action] = self.evaluator.lookup(self._move(int(action))) is not None
         return mask
+
+    def _move(self, action: int) -> Config | None:
+        """The config ``action`` moves the state to (None: it leaves the space)."""
+        coordinate, down = divmod(action, 2)
+        return self.search_space.hop(self._config, coordinate, -1 if down else 1)
+
+    def _legal_moves(self) -> np.ndarray:
+        """The actions whose move stays in the space (before the replay backend's filter)."""
+        return self.search_space.hop_mask(self._config)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._record is None:
             return None
-        return (f"{self.workload.label} step {self._steps}/{self.max_steps}: {self._record.gflops:.1f} GFLOP/s "
+        unit = self.workload.throughput_unit
+        return (f"{self.workload.label} step {self._steps}/{self.max_steps}: {self._record.gflops:.1f} {unit} "
                 f"(best {self._best.gflops:.1f})  {self.search_space.describe(self._config)}")
 
     # -- helpers -----------------------------------------------------------------
@@ -168,7 +176,8 @@ class TileHopEnv(TuningEnv[TilesSpace]):
     def _info(self, tried: Record | None, status: str) -> dict[str, Any]:
         return {
             "status": status,  # of this step's kernel: ok, masked, build_error, runtime_error, timeout, wrong_result
-            "gflops": self._record.gflops,  # of the current state
+            "gflops": self._record.gflops,  # of the current state (GOP/s for int8 workloads: see "unit")
+            "unit": self.workload.throughput_unit,
             "latency_s": self._record.latency_s,
             "latency_cv": self._record.latency_cv,
             "timing": self._record.timing,  # "full", or "short": one sample of a kernel far slower than the best

@@ -26,6 +26,7 @@ from .errors import InvalidArgumentError, UnknownNameError
 SPACES: dict[str, str] = {
     "tiles": "tensorgym.spaces.tiles:TilesSpace",
     "microkernel": "tensorgym.spaces.microkernel:MicrokernelSpace",
+    "mapping": "tensorgym.spaces.mapping:MappingSpace",
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleSpace",
 }
 
@@ -33,6 +34,7 @@ SPACES: dict[str, str] = {
 ENVS: dict[str, str] = {
     "tiles": "tensorgym.envs.tile_hop:TileHopEnv",
     "microkernel": "tensorgym.envs.microkernel_env:MicrokernelEnv",
+    "mapping": "tensorgym.envs.mapping_env:MappingEnv",
 }
 
 # Agents: name -> class (``Agent.name``).

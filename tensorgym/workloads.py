@@ -22,6 +22,29 @@ The layout is part of the workload (its key, its inputs, its reference), not
 of a schedule: a network that keeps its tensors in that layout pays no
 conversion. :meth:`Conv2d.canonical_inputs` and :meth:`Conv2d.from_canonical_output`
 convert from and to NCHW/OIHW.
+
+**Data types** (``dtype``, part of the workload's key, so records never mix):
+
+==========  =====================  ============  ==================  ======================================
+dtype       data x weights         accumulates   output              correctness check
+==========  =====================  ============  ==================  ======================================
+float32     fp32 x fp32            fp32          fp32                max |out - ref| / max |ref| <= the
+                                                                     timing protocol's ``rtol`` (1e-3)
+int8        uint8 x int8           int32         int32               exact (the x86 dot-product layout:
+                                                                     unsigned activations, signed weights)
+bf16        bfloat16 x bfloat16    fp32          fp32                max |out - ref| / max |ref| <= 1e-5
+==========  =====================  ============  ==================  ======================================
+
+The reference is computed in float64 from the inputs as stored (for bf16 the
+bf16-rounded values): int8 products and sums are exact in float64, and a
+bf16 x bf16 product is exact in fp32, so a bf16 kernel differs from it only by
+the fp32 accumulation order (about 1e-7 of the largest output for the
+reductions of the suites; 1e-5 leaves a wide margin and still catches a lost
+or doubled term). Random int8 activations cover the full uint8 range 0-255:
+an intrinsic that is exact only for 7-bit activations (``vpmaddubsw``
+saturates its int16 pair sums) fails the check and is masked by the spaces
+that know it. FLOP counts do not depend on the dtype; throughputs are
+reported in GOP/s for int8 and GFLOP/s otherwise (:attr:`Workload.throughput_unit`).
 """
 
 from __future__ import annotations
@@ -42,7 +65,16 @@ LoopKind = Literal["spatial", "reduction"]
 # Conv input row index ``y * stride + ry`` is (("y", stride), ("ry", 1)).
 Access = tuple[tuple[tuple[str, int], ...], ...]
 
-SUPPORTED_DTYPES = ("float32",)
+SUPPORTED_DTYPES = ("float32", "int8", "bf16")
+
+# dtype -> (data, weights, output) element types, as TVM names them.
+_ELEMENT_TYPES = {
+    "float32": ("float32", "float32", "float32"),
+    "int8": ("uint8", "int8", "int32"),
+    "bf16": ("bfloat16", "bfloat16", "float32"),
+}
+_TOLERANCE = {"int8": 0.0, "bf16": 1e-5}  # float32: the timing protocol's rtol
+BF16_TOLERANCE = _TOLERANCE["bf16"]
 CONV_LAYOUTS = ("NCHW", "NHWC", "NCHWc")
 CHANNEL_BLOCK = 16  # channels per block of the NCHWc layout (oneDNN's block for AVX-512)
 
@@ -73,6 +105,7 @@ class Workload:
     """Base class of operator workloads. Subclasses are frozen dataclasses."""
 
     op: ClassVar[str] = ""
+    # Every operator also has a ``dtype`` field (its last positional one): see the module docs.
 
     suite: str = field(default="custom", compare=False, kw_only=True)
     name: str = field(default="", compare=False, kw_only=True)
@@ -100,8 +133,14 @@ class Workload:
 
     @property
     def label(self) -> str:
-        """Short human name, e.g. ``ResNet-50/R5`` (falls back to the key)."""
-        return f"{self.suite}/{self.name}" if self.name else self.key
+        """Short human name, e.g. ``ResNet-50/R5`` or ``ResNet-18/C7[int8]`` (falls back to the key)."""
+        if not self.name:
+            return self.key
+        return f"{self.suite}/{self.name}" + (f"[{self.dtype}]" if self.dtype != "float32" else "")
+
+    def with_dtype(self, dtype: str) -> "Workload":
+        """The same computation (and display names) in another data type."""
+        return dataclasses.replace(self, dtype=dtype)
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, **self.shape_params, "suite": self.suite, "name": self.name}
@@ -152,6 +191,25 @@ class Workload:
         return self.flops / 1e9
 
     @property
+    def element_types(self) -> tuple[str, str, str]:
+        """TVM element types of (data, weights, output), e.g. ``("uint8", "int8", "int32")`` for int8."""
+        return _ELEMENT_TYPES[self.dtype]
+
+    @property
+    def output_dtype(self) -> str:
+        """The NumPy / TVM type of the output (int32 for int8 workloads)."""
+        return self.element_types[2]
+
+    @property
+    def throughput_unit(self) -> str:
+        """What throughputs of this workload are called: ``"GOP/s"`` (int8) or ``"GFLOP/s"``."""
+        return "GOP/s" if self.dtype == "int8" else "GFLOP/s"
+
+    def tolerance(self, default: float) -> float:
+        """The largest max |out - ref| / max |ref| a correct kernel may show (``default`` for float32)."""
+        return _TOLERANCE.get(self.dtype, default)
+
+    @property
     def spatial_loops(self) -> tuple[Loop, ...]:
         return tuple(lp for lp in self.loops if lp.kind == "spatial")
 
@@ -160,9 +218,21 @@ class Workload:
         return tuple(lp for lp in self.loops if lp.kind == "reduction")
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Inputs for correctness checks: uniform in [-1, 1) so sign errors show."""
+        """Inputs for correctness checks (data, weights).
+
+        float32 and bf16: uniform in [-1, 1) so sign errors show (bf16: rounded to
+        bfloat16, stored as ``ml_dtypes.bfloat16`` arrays); int8: uint8 data over the
+        whole range 0-255 and int8 weights over -128-127.
+        """
         rng = np.random.default_rng(seed)
-        return [rng.uniform(-1.0, 1.0, size=s).astype(self.dtype) for s in self.input_shapes]
+        if self.dtype == "int8":
+            data_shape, weight_shape = self.input_shapes
+            return [rng.integers(0, 256, size=data_shape, dtype=np.uint8),
+                    rng.integers(-128, 128, size=weight_shape, dtype=np.int8)]
+        arrays = [rng.uniform(-1.0, 1.0, size=s).astype(np.float32) for s in self.input_shapes]
+        if self.dtype == "bf16":
+            return [to_bfloat16(a) for a in arrays]
+        return arrays
 
     def gflops(self, seconds: float) -> float:
         return self.flops / seconds / 1e9
@@ -197,7 +267,24 @@ def _check_size(workload: "Workload") -> None:
 
 def _check_dtype(dtype: str) -> None:
     if not isinstance(dtype, str) or dtype not in SUPPORTED_DTYPES:
-        raise WorkloadError(f"dtype {dtype!r} is not supported yet; use one of {SUPPORTED_DTYPES}")
+        raise WorkloadError(f"dtype {dtype!r} is not supported; use one of {', '.join(SUPPORTED_DTYPES)}")
+
+
+def to_bfloat16(array: np.ndarray) -> np.ndarray:
+    """``array`` rounded to bfloat16 (round to nearest even), as an ``ml_dtypes.bfloat16`` array."""
+    import ml_dtypes  # installed with TVM
+
+    return np.asarray(array, dtype=np.float32).astype(ml_dtypes.bfloat16)
+
+
+def _as_float64(array: np.ndarray) -> np.ndarray:
+    # bfloat16 arrays go through float32 (exact); the others convert directly (exact for int8/uint8/float32).
+    array = np.asarray(array)
+    return array.astype(np.float32).astype(np.float64) if array.dtype.name == "bfloat16" else array.astype(np.float64)
+
+
+def _cast(value, dtype: str):
+    return value if value.dtype == dtype else value.astype(dtype)
 
 
 @dataclass(frozen=True)
@@ -348,20 +435,21 @@ class Conv2d(Workload):
         import tvm
         from tvm import te
 
-        data = te.placeholder(self.input_shapes[0], self.dtype, name="data")
-        kernel = te.placeholder(self.input_shapes[1], self.dtype, name="kernel")
+        data_t, weight_t, out_t = self.element_types
+        data = te.placeholder(self.input_shapes[0], data_t, name="data")
+        kernel = te.placeholder(self.input_shapes[1], weight_t, name="kernel")
         p, st = self.padding, self.stride
         hw = {"NCHW": (2, 3), "NHWC": (1, 2), "NCHWc": (2, 3)}[self.layout]  # the spatial axes of ``data``
         if p:
             # A materialised pad stage: inlining it puts a branch in the vectorised
-            # inner loop and costs 4-5x on this machine (tvm_probe.md, section 1).
+            # inner loop, which was measured 4-5x slower on an AVX-512 CPU.
             shape = [d + 2 * p if i in hw else d for i, d in enumerate(self.input_shapes[0])]
 
             def padded(*index):
                 h, w = index[hw[0]], index[hw[1]]
                 inner = [i - p if axis in hw else i for axis, i in enumerate(index)]
                 return tvm.tirx.if_then_else(tvm.tirx.all(h >= p, h < self.H + p, w >= p, w < self.W + p),
-                                             data[tuple(inner)], tvm.tirx.const(0.0, self.dtype))
+                                             data[tuple(inner)], tvm.tirx.const(0, data_t))
 
             source = te.compute(shape, padded, name="pad")
         else:
@@ -372,7 +460,8 @@ class Conv2d(Workload):
             rc = te.reduce_axis((0, self.C), name="rc")
             out = te.compute(
                 self.output_shape,
-                lambda n, y, x, f: te.sum(source[n, y * st + ry, x * st + rx, rc] * kernel[ry, rx, rc, f],
+                lambda n, y, x, f: te.sum(_cast(source[n, y * st + ry, x * st + rx, rc], out_t)
+                                          * _cast(kernel[ry, rx, rc, f], out_t),
                                           axis=[ry, rx, rc]),
                 name="conv",
             )
@@ -382,7 +471,8 @@ class Conv2d(Workload):
             out = te.compute(
                 self.output_shape,
                 lambda n, fo, y, x, fi: te.sum(
-                    source[n, rco, y * st + ry, x * st + rx, rci] * kernel[fo, rco, ry, rx, rci, fi],
+                    _cast(source[n, rco, y * st + ry, x * st + rx, rci], out_t)
+                    * _cast(kernel[fo, rco, ry, rx, rci, fi], out_t),
                     axis=[rco, ry, rx, rci]),
                 name="conv",
             )
@@ -390,7 +480,8 @@ class Conv2d(Workload):
             rc = te.reduce_axis((0, self.C), name="rc")
             out = te.compute(
                 self.output_shape,
-                lambda n, f, y, x: te.sum(source[n, rc, y * st + ry, x * st + rx] * kernel[f, rc, ry, rx],
+                lambda n, f, y, x: te.sum(_cast(source[n, rc, y * st + ry, x * st + rx], out_t)
+                                          * _cast(kernel[f, rc, ry, rx], out_t),
                                           axis=[rc, ry, rx]),
                 name="conv",
             )
@@ -399,10 +490,10 @@ class Conv2d(Workload):
     def reference(self, data: np.ndarray, kernel: np.ndarray) -> np.ndarray:
         data, kernel = self.canonical_inputs(data, kernel)
         p, st = self.padding, self.stride
-        x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+        x = np.pad(_as_float64(data), ((0, 0), (0, 0), (p, p), (p, p)))
         windows = np.lib.stride_tricks.sliding_window_view(x, (self.R, self.S), axis=(2, 3))
         windows = windows[:, :, :: st, :: st][:, :, : self.OH, : self.OW]  # N C OH OW R S
-        out = np.tensordot(windows, kernel.astype(np.float64), axes=([1, 4, 5], [1, 2, 3]))  # N OH OW F
+        out = np.tensordot(windows, _as_float64(kernel), axes=([1, 4, 5], [1, 2, 3]))  # N OH OW F
         return self.from_canonical_output(out.transpose(0, 3, 1, 2))
 
     def describe(self) -> str:
@@ -410,6 +501,7 @@ class Conv2d(Workload):
         return (
             f"conv2d N={self.N} C={self.C} H={self.H} W={self.W} F={self.F} "
             f"{self.R}x{self.S} stride={self.stride} pad={self.padding} -> {self.OH}x{self.OW}{layout}"
+            + (f" {self.dtype}" if self.dtype != "float32" else "")
         )
 
 
@@ -452,17 +544,19 @@ class Matmul(Workload):
     def te_func(self):
         from tvm import te
 
-        a = te.placeholder(self.input_shapes[0], self.dtype, name="A")
-        b = te.placeholder(self.input_shapes[1], self.dtype, name="B")
+        a_t, b_t, out_t = self.element_types
+        a = te.placeholder(self.input_shapes[0], a_t, name="A")
+        b = te.placeholder(self.input_shapes[1], b_t, name="B")
         k = te.reduce_axis((0, self.K), name="k")
-        c = te.compute(self.output_shape, lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+        c = te.compute(self.output_shape, lambda i, j: te.sum(_cast(a[i, k], out_t) * _cast(b[k, j], out_t), axis=k),
+                       name="C")
         return te.create_prim_func([a, b, c])
 
     def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return a.astype(np.float64) @ b.astype(np.float64)
+        return _as_float64(a) @ _as_float64(b)
 
     def describe(self) -> str:
-        return f"matmul M={self.M} N={self.N} K={self.K}"
+        return f"matmul M={self.M} N={self.N} K={self.K}" + (f" {self.dtype}" if self.dtype != "float32" else "")
 
 
 _OPS: dict[str, type[Workload]] = {"conv2d": Conv2d, "matmul": Matmul}

@@ -29,6 +29,12 @@ resolution (3 s instead of 30 s). It is installed in the MetaSchedule
 process, in its builder/runner popen workers (``initializer=``), and in
 tensorgym's build workers before they regenerate a design space.
 
+**int8 and bf16.** MetaSchedule tunes the blocked formulation of
+:mod:`.packed` (channels-last activations, VNNI-blocked weights, laid out
+outside its timed kernel) with its ``MultiLevelTilingWithIntrin`` rule on
+tensorgym's AVX-512 VNNI (int8) or AVX512-BF16 (bf16) dot-product intrinsic;
+tensorgym's re-timing and NumPy check use the same layouts.
+
 **The** ``metaschedule`` **space.** To store MetaSchedule's schedules as
 tensorgym records they need configs: :class:`MetaScheduleSpace` has one
 config per (design space, sampling decisions) of MetaSchedule's design

@@ -20,6 +20,7 @@ from tensorgym.spaces.base import Space, SpaceError
 from tensorgym.target import Target
 from tensorgym.workloads import Workload
 
+from . import packed
 from .design import Signature, design_signature, signature_digest
 from .design import design as cached_design
 
@@ -43,6 +44,7 @@ class MetaScheduleSpace(Space):
     """
 
     name = "metaschedule"
+    supported_dtypes = ("float32", "int8", "bf16")
 
     def __init__(self, workload: Workload, target: Target, signature: Signature | None = None):
         super().__init__(workload, target)
@@ -157,6 +159,17 @@ class MetaScheduleSpace(Space):
             else:
                 parts.append(f"{knob.name}={value}")
         return " ".join(parts)
+
+    # -- layouts (int8 / bf16: MetaSchedule's kernels take blocked layouts, see .packed) ------------
+    def kernel_arguments(self, config: Config, inputs) -> list[np.ndarray]:
+        if not packed.is_packed(self.workload):
+            return super().kernel_arguments(config, inputs)
+        return packed.kernel_arguments(self.workload, inputs)
+
+    def canonical_output(self, config: Config, arguments) -> np.ndarray:
+        if not packed.is_packed(self.workload):
+            return arguments[-1]
+        return packed.canonical_output(self.workload, arguments[-1])
 
     # -- schedule ------------------------------------------------------------------
     def apply(self, config: Config):

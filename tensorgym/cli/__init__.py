@@ -1,7 +1,7 @@
 """The ``tensorgym`` command line: one module per subcommand.
 
   tensorgym list [--suite NAME]                 every registered environment, its shape and GFLOP count
-  tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] [--shape M=..,N=..,K=..] ...
+  tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] [--shape M=..,N=..,K=..] [--space S] [--dtype D]
                                                 tune one env; re-running with the same --db resumes
   tensorgym compare ENV_ID [ENV_ID ...] --agents random,ga,dgd --budget N --seeds S
                                                 every agent on every env, one run: table, CSV/JSON, PNG
@@ -14,6 +14,8 @@
   tensorgym microkernels show                   the kept microkernels and their share of the measured peak
   tensorgym rpc-server --tracker HOST:PORT --key KEY
                                                 serve this machine's CPU to remote tuning runs (TVM RPC)
+  tensorgym mapping ENV_ID [--dtype int8]       a layer's mapping candidates (intrinsic, fused loops, packing,
+                                                resources, kept or pruned and why) and their best measurements
 
 Every error a user can cause (a :class:`~tensorgym.errors.TensorgymError`, a file
 that cannot be read or written, a database error) is printed as one line on
@@ -33,9 +35,9 @@ from collections.abc import Sequence
 
 from tensorgym.errors import TensorgymError
 
-from . import compare, compare_network, list_envs, microkernels, rpc_server, show, tune, tune_network
+from . import compare, compare_network, list_envs, mapping, microkernels, rpc_server, show, tune, tune_network
 
-COMMANDS = (list_envs, tune, compare, tune_network, compare_network, show, microkernels, rpc_server)
+COMMANDS = (list_envs, tune, compare, tune_network, compare_network, show, microkernels, mapping, rpc_server)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -9,7 +9,9 @@ from pathlib import Path
 from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS
 from tensorgym.baselines.compare import DEFAULT_AGENTS, busy_summary, compare
 from tensorgym.baselines.render import caption, text_table
+from tensorgym.catalog import ENVS
 from tensorgym.database import database_path, default_path
+from tensorgym.workloads import SUPPORTED_DTYPES
 
 from .args import add_ray_argument, add_rpc_argument, finite_float, float_list, int_list, rpc_target, seed_list
 from .shapes import parse_shape
@@ -37,6 +39,10 @@ def add_parser(subparsers) -> None:
                    help="measurement counts the table reads (default: 16,32,64,128)")
     p.add_argument("--time-points", type=float_list, default=DEFAULT_TIME_POINTS,
                    help="seconds of tuning clock the table reads (default: 60,120)")
+    p.add_argument("--space", default=None, choices=tuple(ENVS),
+                   help="the space the search agents tune in (default: each agent's own; mapping for int8/bf16)")
+    p.add_argument("--dtype", default="float32", choices=SUPPORTED_DTYPES,
+                   help="data type of the workloads (default: float32)")
     p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor libraries")
     p.add_argument("--remeasure", type=int, default=3,
                    help="rounds of re-timing every run's best config and the vendors at the end (default: 3)")
@@ -60,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                     time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
                     time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
                     progress=not args.quiet, remeasure=args.remeasure, shape=shape, native_blas=args.native_blas,
-                    target=target, ray=args.ray)
+                    target=target, ray=args.ray, space=args.space, dtype=args.dtype)
     print()
     print(text_table(board))
     print(f"\n{caption(board)}")

@@ -33,5 +33,6 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"{path} holds no records")
         return 0
-    print(format_table(rows, ("workload", "space", "ok/records", "best GFLOP/s", "latency ms", "cv %", "best config")))
+    print(format_table(rows, ("workload", "space", "ok/records", "best GFLOP/s (int8: GOP/s)", "latency ms", "cv %",
+                              "best config")))
     return 0

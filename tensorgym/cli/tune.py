@@ -6,16 +6,32 @@ import argparse
 import json
 import sys
 
-from tensorgym.catalog import ENVS, make_agent
+from tensorgym.catalog import ENVS, make_agent, space_class
 from tensorgym.checks import integer
 from tensorgym.database import database_path, default_path
 from tensorgym.envs.registration import make_env, with_layout, workload_of
+from tensorgym.errors import InvalidArgumentError
 from tensorgym.record import BUSY_SHARE
 from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, check_budget
+from tensorgym.workloads import SUPPORTED_DTYPES
 
 from .args import add_rpc_argument, finite_float, output_file, rpc_target
 from .shapes import parse_shape
+
+
+def default_space(agent, workload) -> str:
+    """The agent's space, or ``mapping`` for int8 and bf16 workloads (the only space that maps them)."""
+    return agent.env_space if workload.dtype == "float32" else "mapping"
+
+
+def check_space_dtype(space: str, workload) -> None:
+    """Refuse, before anything is created, a space that cannot schedule the workload's dtype."""
+    cls = space_class(space)
+    if workload.dtype not in cls.supported_dtypes:
+        supporting = [name for name in ENVS if workload.dtype in space_class(name).supported_dtypes]
+        raise InvalidArgumentError(f"the {space} space tunes {', '.join(cls.supported_dtypes)} kernels, not "
+                                   f"{workload.dtype}; use --space {' or '.join(supporting)}")
 
 
 def add_parser(subparsers) -> None:
@@ -24,7 +40,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--shape", help="shape of tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, e.g. M=512,N=768,K=3072")
     p.add_argument("--agent", default="random", help="search agent (default: random)")
     p.add_argument("--space", default=None, choices=tuple(ENVS),
-                   help="search space (default: the agent's, tiles for most)")
+                   help="search space (default: the agent's, tiles for most; mapping for int8 and bf16)")
+    p.add_argument("--dtype", default="float32", choices=SUPPORTED_DTYPES,
+                   help="data type (default: float32; int8 = uint8 x int8 -> int32, bf16 -> fp32)")
     p.add_argument("--layout", choices=("NCHW", "NHWC", "NCHWc"), default=None,
                    help="conv2d data layout (default: the env's, NCHW); NHWC and NCHWc are oneDNN's")
     p.add_argument("--packing", choices=("in-kernel", "weights", "all"), default=None,
@@ -51,13 +69,14 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Everything that can be refused is checked before the database file is created.
-    workload = workload_of(args.env_id, parse_shape(args.shape))
+    workload = workload_of(args.env_id, parse_shape(args.shape)).with_dtype(args.dtype)
     if args.layout:
         workload = with_layout(workload, args.layout)
     options = {key: value for key, value in (("features", args.features), ("model", args.model)) if value}
     agent = make_agent(args.agent, **options)
-    space = args.space or agent.env_space
+    space = args.space or default_space(agent, workload)
     agent.check_space(space)
+    check_space_dtype(space, workload)
     check_budget(args.budget, args.time_budget)
     integer("--seed", args.seed, minimum=0)
     if args.json is not None:
@@ -75,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         result.save(args.json)
 
-    print(f"\n{args.env_id}: {workload.label}, {workload.describe()}, {workload.gflop:.4g} GFLOP")
+    unit = workload.throughput_unit
+    amount = "GOP" if workload.dtype == "int8" else "GFLOP"
+    print(f"\n{args.env_id}: {workload.label}, {workload.describe()}, {workload.gflop:.4g} {amount}")
     print(f"agent {result.agent} (seed {result.seed}) in the {result.space} space: {len(result.trials)} trials "
           f"({result.measured} measured now, {result.reused} from {db}), {result.wall_s:.1f} s")
     rows = []
@@ -97,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                           (None, None))
             ref = time_vendor(workload, *choice)
             rows.append((f"{ref.library} {ref.layout}", f"{ref.gflops:.1f}", f"{ref.latency_s * 1e3:.3f}",
-                         f"{ref.latency_cv * 100:.1f}", "busy machine" if ref.busy else ""))
+                         f"{ref.latency_cv * 100:.1f}", "busy machine" if ref.busy else ref.kernel))
             if result.best_gflops:
                 ratio = ratio_text(result.best_gflops, ref, kernel_busy=result.extra.get("best_busy", False))
                 rows[0] = (*rows[0][:4], ratio)
@@ -105,11 +126,14 @@ def run(args: argparse.Namespace) -> int:
         except VendorUnavailable as exc:
             print(f"(no vendor reference: {exc})")
     if rows:
-        print(format_table(rows, ("kernel", "GFLOP/s", "latency ms", "cv %", "")))
+        print(format_table(rows, ("kernel", unit, "latency ms", "cv %", "")))
     if busy:
         print(f"warning: the machine was busy: {busy} timing(s) of this run saw other processes take more than "
               f"{BUSY_SHARE:.0%} of the cores; those GFLOP/s are what a busy machine gave, and no ratio is drawn "
               f"from them", file=sys.stderr)
     if result.best_config is not None:
         print(f"best config: {json.dumps(result.best_config.to_json())}")
+        searched = env.unwrapped.search_space
+        if searched.name == result.space and searched.is_valid(result.best_config):
+            print(f"best kernel: {searched.describe(result.best_config)}")
     return 0

@@ -40,6 +40,7 @@ class Space(ABC):
     """
 
     name: str = ""
+    supported_dtypes: tuple[str, ...] = ("float32",)  # the workload dtypes the space can schedule
     feature_names: tuple[str, ...] = ()  # what :meth:`features` returns, in order
     generic_feature_names: tuple[str, ...] = ()  # what :meth:`generic_features` returns, in order
 
@@ -155,7 +156,14 @@ class Space(ABC):
         :meth:`canonical_output`; the runner calls them, outside the timed region.
         """
         self.check(config)
-        return [*inputs, np.zeros(self.workload.output_shape, dtype=self.workload.dtype)]
+        return [*inputs, np.zeros(self.workload.output_shape, dtype=self.workload.output_dtype)]
+
+    def prepare_runtime(self) -> None:  # noqa: B027 - most spaces need nothing
+        """Prepare the process that runs this space's kernels (e.g. ask the OS for AMX tile state).
+
+        Runners call it before every kernel of the space, in the process that runs it; it must be cheap
+        when already done.
+        """
 
     def canonical_output(self, config: Config, arguments: Sequence[np.ndarray]) -> np.ndarray:
         """The workload's output, in its canonical layout, from the kernel's arguments."""

@@ -169,6 +169,9 @@ class MicrokernelSpace(Space):
             raise SpaceError(f"the microkernel space targets LLVM CPUs; got target kind {target.kind!r}")
         if not isinstance(workload, (Conv2d, Matmul)):
             raise SpaceError(f"the microkernel space supports conv2d and matmul, not {workload.op}")
+        if workload.dtype not in self.supported_dtypes:
+            raise SpaceError(f"the microkernel space tunes float32 kernels (fp32 FMA microkernels); "
+                             f"{workload.label} is {workload.dtype} (use space='mapping' for int8 and bf16)")
         if isinstance(catalogue, (str, Path)):
             catalogue = Catalogue.load(catalogue)
         elif catalogue is None:

@@ -65,67 +65,49 @@ moves one coordinate to the next larger or smaller value in its list.
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass
-from math import prod
-
 import numpy as np
 
 from ...checks import generator, integer, is_integer
 from ...config import Config
 from ...errors import InvalidArgumentError, InvalidTypeError
-from ...factors import count_factorizations, divisors, nth_factorization
 from ...target import Target
 from ...workloads import CHANNEL_BLOCK, Conv2d, Workload
 from ..base import MAX_HOPS, Space, SpaceError
 from .features import FEATURE_NAMES, generic_feature_names, generic_features, normalise, scaled_features, tile_features
+from .tiling import (
+    MAX_INNERMOST, REDUCTION_LEVELS, SPATIAL_LEVELS, UNROLL_CHOICES, Coordinate, LoopTiling,
+)
 
-SPATIAL_LEVELS = 4
-REDUCTION_LEVELS = 2
-UNROLL_CHOICES = (0, 16, 64, 512)  # Ansor's CPU auto-unroll max steps
-MAX_INNERMOST = 64  # Ansor's max_innermost_split_factor
-
-
-@dataclass(frozen=True)
-class Coordinate:
-    """One hop-able coordinate: level ``level`` of knob ``knob`` (level -1: a scalar knob)."""
-
-    knob: str
-    level: int
-    choices: tuple[int, ...]
-
-    @property
-    def label(self) -> str:
-        return self.knob if self.level < 0 else f"{self.knob}.{self.level}"
+__all__ = ["MAX_INNERMOST", "REDUCTION_LEVELS", "SPATIAL_LEVELS", "UNROLL_CHOICES", "Coordinate", "TilesSpace"]
 
 
 class TilesSpace(Space):
-    """Multi-level tiling (SSRSRS) of a conv2d or matmul on the LLVM CPU target."""
+    """Multi-level tiling (SSRSRS) of a float32 conv2d or matmul on the LLVM CPU target."""
 
     name = "tiles"
     feature_names = FEATURE_NAMES
+    supported_dtypes = ("float32",)
 
     def __init__(self, workload: Workload, target: Target, *, unroll_choices: tuple[int, ...] = UNROLL_CHOICES,
                  max_innermost: int = MAX_INNERMOST, packing: str | None = None):
         super().__init__(workload, target)
         if target.kind != "llvm":
             raise SpaceError(f"the tiles space targets LLVM CPUs; got target kind {target.kind!r}")
-        self.unroll_choices = _unroll_choices(unroll_choices)
-        self.max_innermost = integer("max_innermost", max_innermost, minimum=1)
+        if workload.dtype not in self.supported_dtypes:
+            raise SpaceError(f"the tiles space tunes float32 kernels; {workload.label} is {workload.dtype} "
+                             f"(use space='mapping', which maps int8 and bf16 onto the CPU's dot-product "
+                             f"and matrix instructions)")
         self.packing = packing
         self.nest: Workload = _packed_nest(workload, packing) if packing else workload
-        self.loops = _register_order(self.nest.loops) if packing else self.nest.loops
-        self.levels = {lp.name: SPATIAL_LEVELS if lp.kind == "spatial" else REDUCTION_LEVELS for lp in self.loops}
-        self.extents = {lp.name: lp.extent for lp in self.loops}
-        coords: list[Coordinate] = []
-        for lp in self.loops:
-            if lp.extent > 1:
-                for level in range(1, self.levels[lp.name]):
-                    coords.append(Coordinate(lp.name, level, divisors(lp.extent)))
-        coords.append(Coordinate("unroll", -1, self.unroll_choices))
-        coords.append(Coordinate("cache_write", -1, (0, 1)))
-        self.coordinates: tuple[Coordinate, ...] = tuple(coords)
-        self._knobs = frozenset([lp.name for lp in self.loops] + ["unroll", "cache_write"])
+        self.tiling = LoopTiling(_register_order(self.nest.loops) if packing else self.nest.loops,
+                                 unroll_choices=_unroll_choices(unroll_choices),
+                                 max_innermost=integer("max_innermost", max_innermost, minimum=1))
+        self.unroll_choices = self.tiling.unroll_choices
+        self.max_innermost = self.tiling.max_innermost
+        self.loops = self.tiling.loops
+        self.levels = self.tiling.levels
+        self.extents = self.tiling.extents
+        self.coordinates: tuple[Coordinate, ...] = self.tiling.coordinates
         self.generic_feature_names = generic_feature_names(self)
 
     def __getstate__(self):
@@ -140,74 +122,27 @@ class TilesSpace(Space):
     def check(self, config: Config) -> None:
         if not isinstance(config, Config):
             raise SpaceError(f"expected a Config, got {type(config).__name__}")
-        missing = self._knobs - set(config)
-        extra = set(config) - self._knobs
+        knobs = self.tiling.knobs
+        missing = knobs - set(config)
+        extra = set(config) - knobs
         if missing or extra:
             raise SpaceError(
-                f"tiles config for {self.workload.label} needs knobs {sorted(self._knobs)}; "
+                f"tiles config for {self.workload.label} needs knobs {sorted(knobs)}; "
                 f"missing {sorted(missing)}, unexpected {sorted(extra)}"
             )
-        for lp in self.loops:
-            tiles = config[lp.name]
-            levels = self.levels[lp.name]
-            if not isinstance(tiles, tuple) or len(tiles) != levels:
-                raise SpaceError(f"knob {lp.name!r} must be a list of {levels} tile sizes, got {tiles!r}")
-            if any(t < 1 for t in tiles) or prod(tiles) != lp.extent:
-                raise SpaceError(
-                    f"tile sizes of {lp.name!r} must be positive and multiply to its extent {lp.extent}; "
-                    f"got {list(tiles)}"
-                )
-            if tiles[-1] > self.max_innermost:
-                raise SpaceError(f"innermost tile of {lp.name!r} is {tiles[-1]} > {self.max_innermost}")
-        if config["unroll"] not in self.unroll_choices:
-            raise SpaceError(f"unroll must be one of {self.unroll_choices}, got {config['unroll']!r}")
-        if config["cache_write"] not in (0, 1):
-            raise SpaceError(f"cache_write must be 0 or 1, got {config['cache_write']!r}")
+        self.tiling.check(config)
 
     # -- sampling and moves ---------------------------------------------------
     def sample(self, rng: np.random.Generator) -> Config:
         generator("rng", rng)
-        values: dict[str, object] = {}
-        for lp in self.loops:
-            # The index of a uniformly drawn factorisation, built without listing them all.
-            count = count_factorizations(lp.extent, self.levels[lp.name], self.max_innermost)
-            values[lp.name] = nth_factorization(lp.extent, self.levels[lp.name], self.max_innermost,
-                                                int(rng.integers(count)))
-        values["unroll"] = self.unroll_choices[int(rng.integers(len(self.unroll_choices)))]
-        values["cache_write"] = int(rng.integers(2))
-        return Config(values)
+        return Config(self.tiling.sample(rng))
 
     def coordinate_index(self, config: Config, coord: Coordinate) -> int:
         """The index of ``config``'s value of coordinate ``coord`` in the coordinate's choices."""
         self.check(config)
         if coord not in self.coordinates:
             raise SpaceError(f"{coord!r} is not a coordinate of this space")
-        return self._index(config, coord)
-
-    @staticmethod
-    def _index(config: Config, coord: Coordinate) -> int:
-        value = config[coord.knob] if coord.level < 0 else config[coord.knob][coord.level]
-        return coord.choices.index(value)
-
-    def _hopped_value(self, config: Config, coordinate: int, direction: int):
-        """The knob value after the hop, or None if the hop leaves the space."""
-        coord = self.coordinates[coordinate]
-        index = self._index(config, coord) + direction
-        if not 0 <= index < len(coord.choices):
-            return None
-        value = coord.choices[index]
-        if coord.level < 0:
-            return value
-        tiles = list(config[coord.knob])
-        tiles[coord.level] = value
-        inner = prod(tiles[1:])
-        extent = self.extents[coord.knob]
-        if extent % inner:
-            return None
-        tiles[0] = extent // inner
-        if tiles[-1] > self.max_innermost:
-            return None
-        return tuple(tiles)
+        return self.tiling.coordinate_index(config, coord)
 
     def hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
         """Move one coordinate one step (+1 / -1) in its sorted list; None if that leaves the space."""
@@ -215,16 +150,12 @@ class TilesSpace(Space):
         coordinate = integer("coordinate", coordinate, minimum=0, maximum=len(self.coordinates) - 1)
         if not is_integer(direction) or direction not in (1, -1):
             raise InvalidArgumentError(f"direction must be +1 or -1, got {direction!r}")
-        return self._hop(config, coordinate, int(direction))
-
-    def _hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
-        value = self._hopped_value(config, coordinate, direction)
-        return None if value is None else config.replace(**{self.coordinates[coordinate].knob: value})
+        return self.tiling.hop(config, coordinate, int(direction))
 
     def hop_mask(self, config: Config) -> np.ndarray:
         """``mask[2 * i + (0 if up else 1)]``: whether hopping coordinate ``i`` up/down stays in the space."""
         self.check(config)
-        return np.array([self._hopped_value(config, i, d) is not None
+        return np.array([self.tiling.hopped_value(config, i, d) is not None
                          for i in range(len(self.coordinates)) for d in (1, -1)], dtype=bool)
 
     def neighbours(self, config: Config, hops: int = 1) -> list[Config]:
@@ -236,20 +167,7 @@ class TilesSpace(Space):
         C(m, n) * 2^n members). Duplicates and the config itself are removed.
         """
         self.check(config)
-        hops = integer("hops", hops, minimum=1, maximum=MAX_HOPS)
-        seen = {config}
-        out: list[Config] = []
-        for coords in itertools.combinations(range(len(self.coordinates)), hops):
-            for directions in itertools.product((1, -1), repeat=hops):
-                current: Config | None = config
-                for c, d in zip(coords, directions):
-                    current = self._hop(current, c, d)
-                    if current is None:
-                        break
-                if current is not None and current not in seen:
-                    seen.add(current)
-                    out.append(current)
-        return out
+        return self.tiling.neighbours(config, integer("hops", hops, minimum=1, maximum=MAX_HOPS))
 
     # -- encoding -------------------------------------------------------------
     @property
@@ -258,11 +176,7 @@ class TilesSpace(Space):
 
     def encode(self, config: Config) -> np.ndarray:
         self.check(config)
-        out = np.empty(len(self.coordinates), dtype=np.float32)
-        for i, coord in enumerate(self.coordinates):
-            span = len(coord.choices) - 1
-            out[i] = self._index(config, coord) / span if span else 0.0
-        return out
+        return self.tiling.encode(config)
 
     def features(self, config: Config) -> np.ndarray:
         self.check(config)
@@ -282,8 +196,7 @@ class TilesSpace(Space):
 
     def describe(self, config: Config) -> str:
         self.check(config)
-        parts = [f"{lp.name}={'x'.join(map(str, config[lp.name]))}" for lp in self.loops if lp.extent > 1]
-        return " ".join(parts + [f"unroll={config['unroll']}", f"cache_write={config['cache_write']}"])
+        return self.tiling.describe(config)
 
     # -- schedule -------------------------------------------------------------
     def apply(self, config: Config):
