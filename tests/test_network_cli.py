@@ -34,8 +34,8 @@ def synthetic(monkeypatch):
 
 @pytest.mark.parametrize("args, message", [
     (["tune-network", "ResNet-19"], "did you mean 'ResNet-18'"),
-    (["tune-network", "ResNet-18", "--space", "mapping"], "unknown space 'mapping'"),
-    (["tune-network", "ResNet-18", "--dtype", "int8"], "dtype 'int8' is not supported"),
+    (["tune-network", "ResNet-18", "--space", "nope"], "unknown space 'nope'"),
+    (["tune-network", "ResNet-18", "--dtype", "int8", "--space", "tiles"], "schedules float32, not int8"),
     (["tune-network", "ResNet-18", "--scheduler", "dual"], "did you mean 'dual-task'"),
     (["tune-network", "ResNet-18", "--scheduler", "gradient", "--kappa", "0.4"], "takes no option kappa"),
     (["tune-network", "ResNet-18", "--kappa", "2"], "kappa"),
@@ -43,7 +43,7 @@ def synthetic(monkeypatch):
     (["tune-network", "ResNet-18", "--agent", "ga", "--space", "microkernel"], "space='tiles'"),
     (["tune-network", "missing.json"], "No such file"),
     (["compare-network", "ResNet-18", "--schedulers", "round-robin,nope"], "unknown scheduler 'nope'"),
-    (["compare-network", "ResNet-18", "--dtype", "bf16"], "dtype 'bf16' is not supported"),
+    (["compare-network", "ResNet-18", "--dtype", "bf16", "--space", "microkernel"], "schedules float32, not bf16"),
 ])
 def test_errors_are_one_line_and_create_no_file(tmp_path, capsys, args, message):
     db = tmp_path / "never.db"
