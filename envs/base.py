@@ -15,7 +15,7 @@ import gymnasium as gym
 from tensorgym.catalog import make_space
 from tensorgym.config import Config
 from tensorgym.database import Database, default_path
-from tensorgym.errors import InvalidTypeError
+from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.evaluator import Evaluator
 from tensorgym.measure.measurer import Measurer
 from tensorgym.record import Status
@@ -50,6 +50,10 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
             the database, compile nothing; moves to configs it does not hold are masked).
         max_steps: steps per episode before truncation.
         render_mode: ``None`` or ``"ansi"``.
+        evaluator: answer measurements with this record source instead of the env's own (a
+            Tuner's budgeted view, say: the ``rl`` agent runs its policy through one). The env
+            then works in the evaluator's space (no space options), and ``db`` defaults to the
+            evaluator's database.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -58,7 +62,7 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
     def __init__(self, workload: Workload, *, target: Target | str | None = None,
                  db: Database | str | Path | None = None, measurer: Measurer | None = None,
                  max_steps: int = 64, render_mode: str | None = None, backend: str = "tvm",
-                 **space_options: Any):
+                 evaluator: Evaluator | None = None, **space_options: Any):
         if not isinstance(workload, Workload):
             raise TypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
         if not isinstance(max_steps, int) or max_steps < 1:
@@ -70,16 +74,32 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.workload = workload
-        self.target = resolve_target(target)
-        self.search_space: SpaceT = make_space(self.space_name, workload, self.target, **space_options)
+        if evaluator is not None:
+            self._check_evaluator(evaluator, workload, space_options)
+            self.target = evaluator.space.target
+            self.search_space: SpaceT = evaluator.space
+            if db is None:
+                db = evaluator.database
+        else:
+            self.target = resolve_target(target)
+            self.search_space = make_space(self.space_name, workload, self.target, **space_options)
         self.max_steps = max_steps
         self.render_mode = render_mode
         self.backend = backend
         self._owns_db = not isinstance(db, Database)
         self.database = db if isinstance(db, Database) else Database(db if db is not None else default_path())
-        self._owns_measurer = measurer is None
+        self._owns_measurer = measurer is None and evaluator is None
         self._measurer = measurer
-        self._evaluator: Evaluator | None = None
+        self._evaluator: Evaluator | None = evaluator
+
+    def _check_evaluator(self, evaluator: Evaluator, workload: Workload, space_options: dict[str, Any]) -> None:
+        space = getattr(evaluator, "space", None)
+        if not isinstance(space, Space) or space.name != self.space_name or space.workload != workload:
+            raise InvalidArgumentError(f"evaluator must answer configs of the {self.space_name!r} space of "
+                                       f"{workload.label}; got one over {space!r}")
+        if space_options:
+            raise InvalidArgumentError(f"the env takes its space from the evaluator; drop the space options "
+                                       f"{sorted(space_options)}")
 
     @property
     def evaluator(self) -> Evaluator:

@@ -110,6 +110,14 @@ class Target:
         data["fingerprint"] = self.fingerprint
         return data
 
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "Target":
+        """The target :meth:`to_json` described (its ``fingerprint`` entry is recomputed, not read)."""
+        data = {k: v for k, v in data.items() if k != "fingerprint"}
+        data["cpu_flags"] = tuple(data.get("cpu_flags", ()))
+        data["extra"] = tuple(tuple(item) for item in data.get("extra", ()))
+        return Target(**data)
+
 
 def _cpuinfo() -> tuple[str, tuple[str, ...]]:
     text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
