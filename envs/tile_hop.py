@@ -76,17 +76,17 @@ LAYOUTS = ("layer", "common")
 
 # The loops of every operator, in a fixed order: (op, loop, kind). Each spatial loop has 3 hop
 # coordinates (tile levels 1-3), each reduction loop 1 (level 1); see TilesSpace.
-_COMMON_LOOPS = (
+COMMON_LOOPS = (
     ("conv2d", "n", "spatial"), ("conv2d", "f", "spatial"), ("conv2d", "y", "spatial"), ("conv2d", "x", "spatial"),
     ("conv2d", "rc", "reduction"), ("conv2d", "ry", "reduction"), ("conv2d", "rx", "reduction"),
     ("matmul", "i", "spatial"), ("matmul", "j", "spatial"), ("matmul", "k", "reduction"),
 )
 # The slots of the common layout: (op, knob, level); ``unroll`` and ``cache_write`` are shared by every op.
 COMMON_SLOTS: tuple[tuple[str, str, int], ...] = tuple(
-    (op, loop, level) for op, loop, kind in _COMMON_LOOPS for level in range(1, 4 if kind == "spatial" else 2)
+    (op, loop, level) for op, loop, kind in COMMON_LOOPS for level in range(1, 4 if kind == "spatial" else 2)
 ) + (("*", "unroll", -1), ("*", "cache_write", -1))
 # The shape part of the common observation: log2(extent) / LOG2_EXTENT_SCALE per loop, log2(stride) / 2, op one-hot.
-SHAPE_FEATURES = tuple(f"log2_{op}.{loop}" for op, loop, _ in _COMMON_LOOPS) + ("log2_stride", "op_conv2d",
+SHAPE_FEATURES = tuple(f"log2_{op}.{loop}" for op, loop, _ in COMMON_LOOPS) + ("log2_stride", "op_conv2d",
                                                                                  "op_matmul")
 LOG2_EXTENT_SCALE = 12.0  # extents up to 4096 map into [0, 1]
 COMMON_OPS = ("conv2d", "matmul")
@@ -102,7 +102,7 @@ def gflops_scale(gflops: float | None) -> float:
 def shape_features(workload: Workload) -> np.ndarray:
     """The layer's shape as the common layout observes it (:data:`SHAPE_FEATURES`), in [0, 1]."""
     extents = {(workload.op, lp.name): lp.extent for lp in workload.loops}
-    out = [math.log2(extents.get((op, loop), 1)) / LOG2_EXTENT_SCALE for op, loop, _ in _COMMON_LOOPS]
+    out = [math.log2(extents.get((op, loop), 1)) / LOG2_EXTENT_SCALE for op, loop, _ in COMMON_LOOPS]
     out.append(math.log2(getattr(workload, "stride", 1)) / 2.0)
     out += [float(workload.op == op) for op in COMMON_OPS]
     return np.clip(np.array(out, dtype=np.float32), 0.0, 1.0)
@@ -168,6 +168,8 @@ class TileHopEnv(TuningEnv[TilesSpace]):
                 raise ValueError(f"start config fails ({record.status}): {record.error[:300]}")
         else:
             record = self._random_start()
+        if self._graph is not None and self._evaluator_given:
+            record = self.evaluator.evaluate([record.config])[0]  # a given record source (a Tuner's) counts it
         self._config, self._record, self._best = record.config, record, record
         self._steps = 0
         if self._graph is not None:

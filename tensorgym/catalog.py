@@ -39,6 +39,8 @@ AGENTS: dict[str, str] = {
     "optuna": "tensorgym.agents.optuna_agent:OptunaAgent",
     "random-structured": "tensorgym.agents.random_structured:RandomStructuredAgent",
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",
+    "rl": "tensorgym.agents.rl.agent:RLAgent",
+    "one-shot": "tensorgym.agents.oneshot.agent:OneShotAgent",
 }
 
 # kind -> (registry, what its names are called in messages)

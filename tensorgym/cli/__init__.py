@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 from tensorgym.errors import TensorgymError
 
-from . import compare, dataset, list_envs, microkernels, show, tune
+from . import compare, dataset, list_envs, microkernels, oneshot, show, train, tune
 
-COMMANDS = (list_envs, tune, compare, show, microkernels, dataset)
+COMMANDS = (list_envs, tune, compare, show, microkernels, dataset, train, oneshot)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -24,6 +24,9 @@ def add_parser(subparsers) -> None:
                    help="search space (default: the agent's, tiles for most)")
     p.add_argument("--features", choices=("af", "generic"),
                    help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")
+    p.add_argument("--policy", help="policy file of the rl agent (written by `tensorgym train`)")
+    p.add_argument("--model", help="predictor file of the one-shot agent (written by `tensorgym oneshot train`)")
+    p.add_argument("--top-k", type=int, help="configs the one-shot agent measures (default: 32)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
     p.add_argument("--time-budget", type=float, default=None, help="seconds of tuning (default: none)")
     p.add_argument("--seed", type=int, default=0)
@@ -35,10 +38,16 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def agent_options(args: argparse.Namespace) -> dict:
+    """The agent's constructor options given on the command line (only those given)."""
+    given = {"features": args.features, "policy": args.policy, "model": args.model, "k": args.top_k}
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def run(args: argparse.Namespace) -> int:
     # Everything that can be refused is checked before the database file is created.
     workload = workload_of(args.env_id, parse_shape(args.shape))
-    agent = make_agent(args.agent, **({"features": args.features} if args.features else {}))
+    agent = make_agent(args.agent, **agent_options(args))
     space = args.space or agent.env_space
     agent.check_space(space)
     check_budget(args.budget, args.time_budget)

@@ -1,0 +1,11 @@
+"""Reinforcement learning on tensorgym envs with stable-baselines3: training, policy files, the ``rl`` agent.
+
+Imports stable-baselines3 (and torch) only when a function that needs them runs.
+"""
+
+from .agent import RLAgent, TunerRecords
+from .layers import LayerSampledEnv, layer_env_factory
+from .policy import ALGORITHMS, PolicyInfo, PolicyMismatch, load_policy, read_info
+
+__all__ = ["ALGORITHMS", "LayerSampledEnv", "PolicyInfo", "PolicyMismatch", "RLAgent", "TunerRecords",
+           "layer_env_factory", "load_policy", "read_info"]
