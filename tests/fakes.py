@@ -103,3 +103,47 @@ def run_search(agent, tuner: Tuner, seed: int = 0):
     """``agent.tune`` without an env: search ``tuner`` with the agent and return the TuningResult."""
     extra = agent.search(tuner, np.random.default_rng(seed), seed) or {}
     return tuner.result(agent.name, seed, **extra)
+
+
+def synthetic_record(space: Space, config: Config, gflops: float | None) -> Record:
+    """The record a measurement of ``gflops`` GFLOP/s (None: a failed build) would give."""
+    wl = space.workload
+    if gflops is None:
+        return Record(wl.key, space.target.fingerprint, space.name, config, Status.BUILD_ERROR,
+                      error="synthetic failure", wall_s=0.01)
+    latency = wl.flops / (gflops * 1e9)
+    return Record(wl.key, space.target.fingerprint, space.name, config, Status.OK, latency_s=latency,
+                  latency_cv=0.0, samples=(latency,), number=1, gflops=gflops, wall_s=0.01)
+
+
+def smooth_perf(space: TilesSpace, seed: int = 0) -> Callable[[Config], float]:
+    """A landscape every config of which is within 10x of its peak: 100 / (1 + L1 index distance / 4)."""
+    target = space.encode(space.sample(np.random.default_rng(seed)))
+    scale = np.array([max(1, len(c.choices) - 1) for c in space.coordinates], dtype=float)
+    return lambda config: float(100.0 / (1.0 + np.abs((space.encode(config) - target) * scale).sum() / 4.0))
+
+
+class SyntheticMeasurer:
+    """A Measurer (``measure(space, configs, on_record=...)``) whose GFLOP/s come from :func:`smooth_perf`
+    of each space; ``interrupt_after`` raises KeyboardInterrupt once that many configs were measured."""
+
+    def __init__(self, interrupt_after: int | None = None):
+        self.measured: list[Config] = []
+        self.interrupt_after = interrupt_after
+        self._perf: dict[str, Callable[[Config], float]] = {}
+
+    def measure(self, space: Space, configs: Sequence[Config], *, check: bool = True, on_record=None) -> list[Record]:
+        perf = self._perf.setdefault(space.workload.key, smooth_perf(space))
+        out = []
+        for config in configs:
+            if self.interrupt_after is not None and len(self.measured) >= self.interrupt_after:
+                raise KeyboardInterrupt
+            self.measured.append(config)
+            record = synthetic_record(space, config, perf(config))
+            if on_record is not None:
+                on_record(record)
+            out.append(record)
+        return out
+
+    def close(self) -> None:
+        pass

@@ -9,7 +9,8 @@ papers and counting conventions; ``tools/derive_shapes.py`` derives it and
 ``tools/SHAPE_PRIORS.md`` describes how it was cross-checked against
 PyTorch forward passes). The layers of the seed suites (ResNet-50, YOLO-9000,
 BERT, ResNet-18) are added to it: a suite layer that is already a row keeps the
-row's weight and the suite's name; one that is not becomes a row of weight 1.
+row's weight and takes the suite's name (the first suite's, for a layer of
+two); one that is not becomes a row of weight 1.
 
 **Sampling** (:meth:`ShapePrior.sample`) follows seed 004's Algorithm 1: a
 task is drawn knob by knob (the operator first, then its shape parameters in
@@ -132,6 +133,8 @@ class ShapePrior:
                     if wl.op not in ops:
                         continue
                     old = rows.get(wl.key)
+                    if old is not None and old.workload.suite != PRIOR_SUITE:
+                        continue  # a layer of two suites (ResNet-50/R5 = ResNet-18/C5) keeps its first name
                     rows[wl.key] = ShapeRow(wl, old.weight if old else 1.0, old.models if old else {})
         self.rows: list[ShapeRow] = [r for r in rows.values()
                                      if max_gflop is None or r.workload.gflop <= max_gflop]
