@@ -22,6 +22,7 @@ machine, and :func:`load_predictor` refuses a file from another CPU.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,25 @@ def _nn():
     from torch import nn
 
     return torch, nn
+
+
+@contextmanager
+def torch_threads(threads: int):
+    """Run torch's CPU kernels on ``threads`` threads inside the block (and flush denormals to zero).
+
+    The predictor's matrices are small: more threads gain little, and on a shared machine they lose
+    a lot (OpenMP threads spin while another process holds a core; 10x slower steps were seen on
+    2 busy cores). Activations of inputs far from the training data underflow into denormals,
+    which cost about 5x on x86; flushing them changes no prediction that matters.
+    """
+    torch, _ = _nn()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def build_network(input_size: int):
@@ -97,13 +117,12 @@ class OneShotPredictor:
         self.network = network
         self.info = info
 
-    def predict(self, features: np.ndarray, batch: int = 8192) -> np.ndarray:
+    def predict(self, features: np.ndarray, batch: int = 8192, threads: int = 1) -> np.ndarray:
         """Predicted z-normalised throughput of each row of ``features`` (higher is faster)."""
         torch, _ = _nn()
-        torch.set_flush_denormal(True)  # activations of far-off inputs underflow; denormals cost 5x on x86
         self.network.eval()
         out = []
-        with torch.no_grad():
+        with torch.no_grad(), torch_threads(threads):
             for i in range(0, len(features), batch):
                 out.append(self.network(torch.as_tensor(features[i:i + batch], dtype=torch.float32)).numpy())
         return np.concatenate(out) if out else np.zeros(0)

@@ -33,7 +33,7 @@ from tensorgym.target import Target, resolve_target
 from tensorgym.workloads import Workload
 
 from .features import BatchFeaturizer, feature_names
-from .model import OneShotPredictor, PredictorInfo, build_network
+from .model import OneShotPredictor, PredictorInfo, build_network, torch_threads
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,11 @@ def _kendall(predicted: np.ndarray, measured: np.ndarray) -> float | None:
 def train_predictor(measurements: Measurements, target: Target | str | None = None, *, epochs: int = EPOCHS,
                     batch_size: int = BATCH_SIZE, learning_rate: float = LEARNING_RATE,
                     weight_decay: float = WEIGHT_DECAY, test_fraction: float = 0.1, seed: int = 0,
-                    progress: bool = True) -> OneShotPredictor:
-    """Fit the predictor on ``measurements`` (``{workload: [(config, GFLOP/s or None), ...]}``) of ``target``."""
+                    threads: int = 1, progress: bool = True) -> OneShotPredictor:
+    """Fit the predictor on ``measurements`` (``{workload: [(config, GFLOP/s or None), ...]}``) of ``target``.
+
+    ``threads``: torch CPU threads (see :func:`~tensorgym.agents.oneshot.model.torch_threads`).
+    """
     import torch
 
     if not isinstance(epochs, int) or epochs < 1 or not isinstance(batch_size, int) or batch_size < 1:
@@ -117,15 +120,25 @@ def train_predictor(measurements: Measurements, target: Target | str | None = No
     z = (y - label_mean) / label_std
 
     torch.manual_seed(seed)
-    torch.set_flush_denormal(True)  # see OneShotPredictor.predict
+    with torch_threads(threads):
+        network = _fit(x[train], z[train], epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+                       weight_decay=weight_decay, seed=seed, progress=progress)
+    return _report(network, x, y, z, task, test, train, target, label_mean, label_std, epochs)
+
+
+def _fit(x, z, *, epochs: int, batch_size: int, learning_rate: float, weight_decay: float, seed: int,
+         progress: bool):
+    """The training loop (see the module docs): standardisation, oversampling, Adam, cosine schedule, MSE."""
+    import torch
+
     network = build_network(x.shape[1])
-    network.mean.copy_(torch.as_tensor(x[train].mean(axis=0), dtype=torch.float32))
-    std = x[train].std(axis=0)
+    network.mean.copy_(torch.as_tensor(x.mean(axis=0), dtype=torch.float32))
+    std = x.std(axis=0)
     network.std.copy_(torch.as_tensor(np.where(std > 1e-9, std, 1.0), dtype=torch.float32))
-    inputs = torch.as_tensor(x[train], dtype=torch.float32)
-    labels = torch.as_tensor(z[train], dtype=torch.float32)
+    inputs = torch.as_tensor(x, dtype=torch.float32)
+    labels = torch.as_tensor(z, dtype=torch.float32)
     sampler = torch.utils.data.WeightedRandomSampler(
-        torch.as_tensor(oversampling_weights(z[train]), dtype=torch.double), num_samples=len(train),
+        torch.as_tensor(oversampling_weights(z), dtype=torch.double), num_samples=len(z),
         replacement=True, generator=torch.Generator().manual_seed(seed))
     optimiser = torch.optim.Adam(network.parameters(), lr=learning_rate, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=epochs)
@@ -153,13 +166,18 @@ def train_predictor(measurements: Measurements, target: Target | str | None = No
             bar.set_postfix_str(f"train MSE {loss_value:.3f}", refresh=False)
     if bar is not None:
         bar.close()
+    return network
 
+
+def _report(network, x, y, z, task, test, train, target, label_mean, label_std, epochs) -> OneShotPredictor:
+    """The predictor with its info and its held-out metrics."""
     info = PredictorInfo(target=target.fingerprint, target_label=target.label, feature_names=list(feature_names()),
                          label_mean=label_mean, label_std=label_std, tasks=int(len(np.unique(task))),
                          samples=int(len(y)), epochs=epochs)
     predictor = OneShotPredictor(network, info)
-    metrics: dict = {"train_mse": loss_value, "train_samples": int(len(train)), "test_samples": int(n_test)}
-    if n_test:
+    metrics: dict = {"train_mse": float(np.mean((predictor.predict(x[train]) - z[train]) ** 2)),
+                     "train_samples": int(len(train)), "test_samples": int(len(test))}
+    if len(test):
         predicted = predictor.predict(x[test])
         metrics["test_mse"] = float(np.mean((predicted - z[test]) ** 2))
         taus = [_kendall(predicted[task[test] == t], y[test][task[test] == t]) for t in np.unique(task[test])]
