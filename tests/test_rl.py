@@ -124,3 +124,33 @@ def test_layer_sampled_env_draws_layers_per_episode(replay_db):
         _, info = env.reset()
     assert layers == {"custom/mm", "custom/1x1"}
     env.close()
+
+
+def test_a_policy_for_the_microkernel_env_trains_and_tunes(tmp_path):
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from fakes import SyntheticEvaluator
+    from tensorgym.agents.rl.policy import PolicyInfo
+    from tensorgym.agents.rl.train import make_model
+    from tensorgym.envs.microkernel_env import MicrokernelEnv
+    from tensorgym.spaces.microkernel import Catalogue, EnumerationRules, MicrokernelSpace, enumerate_microkernels
+    from tensorgym.target import local_cpu
+
+    target = local_cpu()
+    catalogue = Catalogue.unmeasured(target, enumerate_microkernels(EnumerationRules.for_target(target, quick=True)))
+    workload = matmul(32, 48, 64, name="mm")
+    space = MicrokernelSpace(workload, target, catalogue=catalogue)
+    evaluator = SyntheticEvaluator(space, lambda config: 10.0 + 5.0 * (config.key.count("1") % 7))
+    with Database(tmp_path / "mk.db") as db:
+        env = MicrokernelEnv(workload, evaluator=evaluator, db=db)
+        model = make_model("maskable-ppo", DummyVecEnv([lambda: env]), n_steps=32, batch_size=32)
+        model.learn(total_timesteps=64)
+        model.tensorgym_policy = PolicyInfo("maskable-ppo", "microkernel", None, env.observation_space.shape[0],
+                                            int(env.action_space.n), env.max_steps).to_json()
+        model.save(tmp_path / "mk.zip")
+        agent = RLAgent(tmp_path / "mk.zip")
+        assert agent.env_space == "microkernel"
+        result = agent.tune(env, budget=4, seed=0)
+        assert 1 <= len(result.trials) <= 4 and result.best_gflops > 0
+        assert all(space.is_valid(t.config) for t in result.trials)
+        env.close()

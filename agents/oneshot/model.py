@@ -22,7 +22,6 @@ machine, and :func:`load_predictor` refuses a file from another CPU.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from tensorgym.errors import InvalidArgumentError
+
+from ..threads import torch_threads
 
 PREDICTOR_FORMAT = 1
 HEADS = 4
@@ -48,25 +49,6 @@ def _nn():
     from torch import nn
 
     return torch, nn
-
-
-@contextmanager
-def torch_threads(threads: int):
-    """Run torch's CPU kernels on ``threads`` threads inside the block (and flush denormals to zero).
-
-    The predictor's matrices are small: more threads gain little, and on a shared machine they lose
-    a lot (OpenMP threads spin while another process holds a core; 10x slower steps were seen on
-    2 busy cores). Activations of inputs far from the training data underflow into denormals,
-    which cost about 5x on x86; flushing them changes no prediction that matters.
-    """
-    torch, _ = _nn()
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    torch.set_flush_denormal(True)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def build_network(input_size: int):

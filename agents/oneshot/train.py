@@ -33,7 +33,8 @@ from tensorgym.target import Target, resolve_target
 from tensorgym.workloads import Workload
 
 from .features import BatchFeaturizer, feature_names
-from .model import OneShotPredictor, PredictorInfo, build_network, torch_threads
+from ..threads import torch_threads
+from .model import OneShotPredictor, PredictorInfo, build_network
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def train_predictor(measurements: Measurements, target: Target | str | None = No
                     threads: int = 1, progress: bool = True) -> OneShotPredictor:
     """Fit the predictor on ``measurements`` (``{workload: [(config, GFLOP/s or None), ...]}``) of ``target``.
 
-    ``threads``: torch CPU threads (see :func:`~tensorgym.agents.oneshot.model.torch_threads`).
+    ``threads``: torch CPU threads (see :func:`~tensorgym.agents.threads.torch_threads`).
     """
     import torch
 

@@ -61,7 +61,7 @@ class TunerRecords:
     def __init__(self, tuner: Tuner):
         self.tuner = tuner
         self.space = tuner.space
-        self.database = tuner.evaluator.database
+        self.database = getattr(tuner.evaluator, "database", None)
 
     @property
     def measured(self) -> int:
@@ -122,11 +122,13 @@ class RLAgent(Agent):
         self.check_space(base.search_space.name)
         check_budget(budget, time_budget)
         seed = _seed(seed)
-        walker = self._walker(base, None)  # refuses a policy that does not fit before anything is measured
-        walker.close()
         tuner = Tuner(base.evaluator, budget=budget, time_budget=time_budget, callback=callback,
                       label=f"{self.name} {base.workload.label}")
-        walker = self._walker(base, TunerRecords(tuner))
+        try:
+            walker = self._walker(base, TunerRecords(tuner))  # refuses a policy that does not fit
+        except BaseException:
+            tuner.result(self.name, seed)  # ends the callbacks' run (progress bar) before the error shows
+            raise
         rng = np.random.default_rng(seed)
         episodes = 0
         try:
@@ -138,16 +140,16 @@ class RLAgent(Agent):
         return tuner.result(self.name, seed, policy=self.policy_path, algo=self.info.algo, episodes=episodes,
                             epsilon=self.epsilon)
 
-    def _walker(self, base, records: TunerRecords | None):
-        """An env like ``base`` (its class, workload, database, backend) over ``records``, in the policy's layout."""
+    def _walker(self, base, records: TunerRecords):
+        """An env like ``base`` (its class, space, database, backend) over ``records``, in the policy's layout."""
         options: dict[str, Any] = {"layout": self.info.layout} if isinstance(base, TileHopEnv) else {}
-        if records is None:  # only to check the spaces: nothing is measured
-            walker = type(base)(base.workload, target=base.target, db=base.database, backend=base.backend,
-                                max_steps=self.episode_steps, **options)
-        else:
-            walker = type(base)(base.workload, evaluator=records, db=base.database, backend=base.backend,
-                                max_steps=self.episode_steps, **options)
-        check_fits(self.info, walker, f"the policy {self.policy_path}")
+        walker = type(base)(base.workload, evaluator=records, db=base.database, backend=base.backend,
+                            max_steps=self.episode_steps, **options)
+        try:
+            check_fits(self.info, walker, f"the policy {self.policy_path}")
+        except PolicyMismatch:
+            walker.close()
+            raise
         return walker
 
     def _run(self, walker, tuner: Tuner, rng: np.random.Generator, seed: int) -> int:

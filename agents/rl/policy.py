@@ -23,6 +23,8 @@ import numpy as np
 
 from tensorgym.errors import InvalidArgumentError
 
+from ..threads import torch_threads
+
 POLICY_FORMAT = 1
 ALGORITHMS = ("ppo", "maskable-ppo", "dqn")
 
@@ -120,7 +122,7 @@ def action_scores(model, observation: np.ndarray) -> np.ndarray:
     import torch
 
     obs, _ = model.policy.obs_to_tensor(observation)
-    with torch.no_grad():
+    with torch.no_grad(), torch_threads(1):
         if hasattr(model, "q_net"):
             scores = model.q_net(obs)
         else:

@@ -41,6 +41,7 @@ from tensorgym.envs.registration import make_env, workload_of
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.workloads import Workload
 
+from ..threads import torch_threads
 from .layers import layer_env_factory
 from .policy import ALGORITHMS, PolicyInfo, algorithm_class
 
@@ -150,7 +151,7 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path, out: str
           space: str = "tiles", timesteps: int = 200_000, n_envs: int = 4, vec: str = "dummy", max_steps: int = 32,
           seed: int = 0, eval_envs: Sequence[str | Workload] = (), eval_budget: int = 64,
           eval_backend: str | None = None, eval_freq: int | None = None, eval_episodes: int = 16,
-          checkpoint_freq: int | None = None, progress: bool = True,
+          checkpoint_freq: int | None = None, progress: bool = True, threads: int = 1,
           algo_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Train ``algo`` on the layers ``envs`` (see the module docs); returns the report also written to
     ``out/training.json``. Files in ``out``: ``final.zip``, ``best.zip``, ``checkpoints/``, ``progress.csv``,
@@ -158,7 +159,7 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path, out: str
 
     ``eval_freq`` / ``checkpoint_freq`` count timesteps (default: a tenth of the run each with the
     replay backend; none with tvm, where evaluating measures kernels); ``eval_backend`` defaults to
-    ``backend``.
+    ``backend``; ``threads`` is torch's CPU threads (:func:`~tensorgym.agents.threads.torch_threads`).
     """
     from stable_baselines3.common.logger import configure
 
@@ -210,7 +211,8 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path, out: str
         model.tensorgym_policy = info.to_json()  # saved with the model (see policy.py)
         callback = _callbacks(algo, out, eval_venv, eval_freq=eval_freq, eval_episodes=eval_episodes,
                               checkpoint_freq=checkpoint_freq, n_envs=n_envs, progress=progress)
-        model.learn(total_timesteps=timesteps, callback=callback)
+        with torch_threads(threads):
+            model.learn(total_timesteps=timesteps, callback=callback)
         model.save(out / "final.zip")
         if not (out / "best.zip").exists():
             shutil.copyfile(out / "final.zip", out / "best.zip")
