@@ -37,6 +37,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--tasks", type=int, default=64, help="layers drawn from the prior (default: 64)")
     p.add_argument("--include", default="", help="suite env ids or patterns measured first, e.g. "
                                                  "'Conv2d-ResNet-R*,Matmul-BERT-M3-v0'")
+    p.add_argument("--exclude", default="", help="suite env ids or patterns never measured (held-out layers)")
     p.add_argument("--per-task", type=int, default=64, help="measurements per layer (default: 64)")
     p.add_argument("--hop-share", type=float, default=0.25,
                    help="share of each layer's measurements spent on hop walks after the GA (default: 0.25)")
@@ -82,14 +83,16 @@ def cmd_build(args: argparse.Namespace) -> int:
     include = [workload_of(i) for i in matching_env_ids(args.include)] if args.include.strip() else []
     prior = ShapePrior(_names(args.ops), args.weights, max_gflop=args.max_gflop,
                        exclude_models=_names(args.exclude_models))
-    tasks = plan_tasks(args.tasks, include=include, prior=prior, seed=args.seed)
+    exclude = [workload_of(i) for i in matching_env_ids(args.exclude)] if args.exclude.strip() else []
+    tasks = plan_tasks(args.tasks, include=include, exclude=exclude, prior=prior, seed=args.seed)
     if args.per_task < 1 or not 0 <= args.hop_share <= 1:
         raise InvalidArgumentError("--per-task must be >= 1 and --hop-share in [0, 1]")
     if not tasks:
         raise InvalidArgumentError("no layer to measure: give --tasks N or --include PATTERN")
     db = args.db if args.db is not None else default_path()
     print(f"database: {db}", file=sys.stderr)
-    print(f"{len(tasks)} layers ({len(include)} included, {len(tasks) - len(include)} drawn from {len(prior)} "
+    included = sum(wl.key in {i.key for i in include} for wl in tasks)
+    print(f"{len(tasks)} layers ({included} included, {len(tasks) - included} drawn from {len(prior)} "
           f"shapes of the prior) x {args.per_task} measurements", file=sys.stderr)
     with Database(db) as database:
         outcomes = build_dataset(tasks, database, per_task=args.per_task, hop_share=args.hop_share,

@@ -54,15 +54,17 @@ class TaskOutcome:
     skipped: bool  # already full before this run
 
 
-def plan_tasks(n_sampled: int, *, include: Sequence[Workload] = (), prior: ShapePrior | None = None,
-               seed: int = 0) -> list[Workload]:
-    """The layers of a dataset: ``include`` (in order), then ``n_sampled`` distinct layers drawn from ``prior``.
+def plan_tasks(n_sampled: int, *, include: Sequence[Workload] = (), exclude: Sequence[Workload] = (),
+               prior: ShapePrior | None = None, seed: int = 0) -> list[Workload]:
+    """The layers of a dataset: ``include`` (in order), then ``n_sampled`` distinct layers drawn from ``prior``,
+    none of them in ``exclude`` (held-out layers, say).
 
     The draw depends only on ``seed`` and the prior, so the same arguments give the same plan.
     """
     prior = prior if prior is not None else ShapePrior()
-    included = list({wl.key: wl for wl in include}.values())
-    return included + prior.sample(n_sampled, np.random.default_rng(seed), exclude=included)
+    held_out = {wl.key for wl in exclude}
+    included = [wl for wl in {wl.key: wl for wl in include}.values() if wl.key not in held_out]
+    return included + prior.sample(n_sampled, np.random.default_rng(seed), exclude=[*included, *exclude])
 
 
 def task_seed(seed: int, workload: Workload) -> int:
