@@ -8,6 +8,11 @@
   tensorgym show [PATH]                         the best record per workload in a database
   tensorgym microkernels calibrate [--quick]    measure this machine's microkernel catalogue (once)
   tensorgym microkernels show                   the kept microkernels and their share of the measured peak
+  tensorgym dataset build|export|stats          a measurement dataset across many layers (seed 004), for pandas
+  tensorgym train --algo maskable-ppo --envs "Conv2d-ResNet-R*" --backend replay --db data.db --out DIR
+                                                a stable-baselines3 policy (then: tune --agent rl --policy DIR/best.zip)
+  tensorgym oneshot train --db data.db --out model.pt
+                                                seed 004's predictor (then: tune --agent one-shot --model model.pt)
 
 Every error a user can cause (a :class:`~tensorgym.errors.TensorgymError`, a file
 that cannot be read or written, a database error) is printed as one line on
