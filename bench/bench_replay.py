@@ -76,12 +76,14 @@ def raw_steps(env, steps: int, seed: int = 0) -> tuple[int, float]:
 
 
 def sb3_steps(db: str, env_id: str, algo: str, vec: str, n_envs: int, timesteps: int) -> tuple[int, float]:
-    from tensorgym.agents.rl.train import make_training_env, make_model
+    from tensorgym.agents.rl.train import make_model, make_training_env
+    from tensorgym.agents.threads import torch_threads
 
     venv = make_training_env([env_id], db=db, backend="replay", n_envs=n_envs, vec=vec, seed=0)
     model = make_model(algo, venv, seed=0, verbose=0)
     t0 = time.perf_counter()
-    model.learn(total_timesteps=timesteps)
+    with torch_threads(1):  # what `tensorgym train` uses
+        model.learn(total_timesteps=timesteps)
     seconds = time.perf_counter() - t0
     venv.close()
     return timesteps, seconds

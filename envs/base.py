@@ -79,7 +79,7 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
             self.target = evaluator.space.target
             self.search_space: SpaceT = evaluator.space
             if db is None:
-                db = evaluator.database
+                db = getattr(evaluator, "database", None)
         else:
             self.target = resolve_target(target)
             self.search_space = make_space(self.space_name, workload, self.target, **space_options)

@@ -177,3 +177,9 @@ def test_dataset_cli_export_and_stats(dataset, tmp_path, capsys):
     assert main(["dataset", "build", "--include", "Conv2d-Nope-*", "--db", str(tmp_path / "n.db")]) == 2
     assert "no environment id matches" in capsys.readouterr().err
     assert not (tmp_path / "n.db").exists()
+
+
+def test_the_database_lists_the_targets_of_its_records(dataset):
+    with Database(dataset) as db:
+        targets = db.targets()
+    assert targets == {local_cpu().fingerprint: local_cpu()}
