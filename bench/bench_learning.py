@@ -113,9 +113,11 @@ def phase_evaluate(args, out: Path, held_out) -> None:
                 shown = name if "@" in name else f"{name}@{b}"
                 print(f"[eval] {wl.label} {shown}: {r.best_gflops:.1f} GFLOP/s in {r.trials[-1].elapsed_s:.0f} s "
                       f"({len(r.trials)} trials)")
-            kernels = [(env.search_space, results[(wl.label, name)].best_config) for name, _, _ in runs]
+            found = [name for name, _, _ in runs if results[(wl.label, name)].best_config is not None]
+            kernels = [(env.search_space, results[(wl.label, name)].best_config) for name in found]
             retimed, _ = retime_interleaved(measurer, kernels, [], rounds=3, label=f"re-timing {wl.label}")
-            for (name, _, _), values in zip(runs, retimed):
+            for name, _, _ in runs:
+                values = retimed[found.index(name)] if name in found else []
                 results[(wl.label, name)].extra["retimed"] = float(np.median(values)) if values else 0.0
             env.close()
     rows, rl_wins, quality, speedups = [], 0, [], []

@@ -20,7 +20,8 @@ db = sys.argv[1] if len(sys.argv) > 1 else "data.db"
 
 # One layer, replayed from the database: no kernel is compiled while training. The common layout gives
 # every layer the same spaces, so the same policy could go on to other layers (tensorgym train does that).
-env_kwargs = {"db": db, "backend": "replay", "layout": "common", "max_steps": 32}
+# (render_mode=None: make_vec_env asks for "rgb_array" frames by default, which a tuning env has not.)
+env_kwargs = {"db": db, "backend": "replay", "layout": "common", "max_steps": 32, "render_mode": None}
 vec_env = make_vec_env("Conv2d-ResNet-R5-v0", n_envs=4, seed=0, env_kwargs=env_kwargs)
 
 model = MaskablePPO("MlpPolicy", vec_env, n_steps=256, batch_size=64, gamma=0.95, seed=0, verbose=1)

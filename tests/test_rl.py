@@ -71,6 +71,10 @@ def test_train_and_tune_from_the_command_line(replay_db, tmp_path, capsys):
     assert main(["tune", "tensorgym/Matmul-v0", "--shape", "M=16,N=32,K=64", "--agent", "rl", "--policy",
                  str(out / "best.zip"), "--budget", "2", "--db", str(db), "--no-vendor", "-q"]) == 0
     assert "agent rl (seed 0) in the tiles space: 2 trials (2 measured now" in capsys.readouterr().out
+    assert main(["compare", "tensorgym/Matmul-v0", "--shape", "M=16,N=32,K=64", "--agents", "random,rl", "--policy",
+                 str(out / "best.zip"), "--budget", "2", "--seeds", "1", "--db", str(db), "--out",
+                 str(tmp_path / "board"), "--no-vendor", "--no-plot", "--remeasure", "0", "-q"]) == 0
+    assert "rl" in capsys.readouterr().out and list((tmp_path / "board" / "results").rglob("rl-*-seed0.json"))
 
 
 def test_a_policy_for_other_observations_is_refused(replay_db, tmp_path):

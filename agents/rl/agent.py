@@ -40,7 +40,7 @@ from tensorgym.record import Record
 from tensorgym.tuner import Tuner, TuningCallback, TuningResult, check_budget
 
 from ..base import Agent, _seed
-from .policy import PolicyMismatch, check_fits, load_policy
+from .policy import PolicyMismatch, check_fits, load_policy, masked_action
 
 # Steps in a row that measure nothing new before the agent gives up on the current episode, and episodes
 # in a row that measure nothing new before it gives up on the run (replay: every reachable config is known).
@@ -182,6 +182,4 @@ class RLAgent(Agent):
         return episodes
 
     def _act(self, obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> int:
-        from .policy import masked_action
-
         return masked_action(self.model, obs, mask, rng, self.epsilon)
