@@ -43,7 +43,8 @@ operator).
 between configs the database holds (its records when the env first resets),
 through a precomputed :class:`~tensorgym.spaces.tiles.HopGraph`, so a step
 costs microseconds. Moves to configs the database does not hold are masked
-(and penalised like any masked action). A *dead end* is a recorded config
+(and penalised like any masked action); moves to recorded configs whose
+kernels failed are allowed and penalised, as with the ``tvm`` backend. A *dead end* is a recorded config
 from which no move reaches a recorded config that ran correctly: episodes
 start only on recorded correct configs that are not dead ends, an explicit
 start config that is one is refused, and an episode that reaches one anyway is

@@ -164,5 +164,3 @@ def reference_features(space: TilesSpace, config: Config) -> np.ndarray:
     bands = generic[-len(BAND_NAMES):]
     return np.concatenate([space.scaled_features(config), _log2(tiles), bands, knobs, featurizer.task])
 
-
-__all__ = ["BatchFeaturizer", "TILE_SLOTS", "feature_names", "reference_features"]
