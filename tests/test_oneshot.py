@@ -66,7 +66,7 @@ def test_predictor_ranks_a_known_optimum_in_its_top_k_and_the_agent_measures_exa
     agent = OneShotAgent(path, k=16, **SMALL_SEARCH)
     landscape = agent.predicted(space, np.random.default_rng(0))
     top = landscape.top(16)
-    assert optimum in top, f"optimum predicted {landscape.scores.get(optimum)}, 16th best {landscape.scores[top[-1]]}"
+    assert optimum in top, f"optimum predicted {landscape.score_of(optimum)}, 16th best {landscape.score_of(top[-1])}"
 
     tuner = synthetic_tuner(space, perf, budget=100)
     result_extra = agent.search(tuner, np.random.default_rng(0), 0)

@@ -11,7 +11,8 @@ No measurement guides the search. The agent (seed 004 §3.5):
    to 0, stopping when the top k has not changed for 50 steps) and a
    **genetic algorithm** (population 512, 120 generations, the 96 best kept
    as elites, the others children of two roulette-drawn parents by uniform
-   cross-over per knob, each knob of a child re-drawn with probability 0.1);
+   cross-over per knob (a loop's whole tile vector is one knob, so children
+   stay valid), each knob of a child re-drawn with probability 0.1);
 3. takes the ``k`` best-predicted distinct configs among *all* configs the
    two searches visited (seed 004 does not say whether the final population
    or all visited states; all visited states lose nothing);
@@ -39,7 +40,6 @@ from tensorgym.spaces.tiles import TilesSpace
 from tensorgym.tuner import Tuner
 
 from ..base import SearchAgent
-from ..ga import crossover
 from .features import BatchFeaturizer
 from .model import load_predictor
 
@@ -50,29 +50,56 @@ MAX_HOP_TRIES = 8  # random (coordinate, direction) draws before a walker stays 
 
 
 class PredictedLandscape:
-    """The predictor's scores of one space's configs, cached; remembers every config it scored."""
+    """The predictor's scores of one space's configs, cached; remembers the best it scored.
+
+    Configs are handled as *genomes* inside (tuples of their knob values, in the featurizer's
+    :attr:`~tensorgym.agents.oneshot.features.BatchFeaturizer.genome` order): building a
+    :class:`~tensorgym.config.Config` for each of the hundred thousand candidates of a search
+    would cost more than predicting them.
+    """
 
     def __init__(self, predictor, space: TilesSpace, keep: int):
         self.predictor = predictor
-        self.featurize = BatchFeaturizer(space)
-        self.scores: dict[Config, float] = {}
+        self.featurizer = BatchFeaturizer(space)
+        self.names = self.featurizer.genome
+        self.scores: dict[tuple, float] = {}
         self.keep = keep
-        self._top: list[tuple[float, Config]] = []  # the ``keep`` best, best first
+        self._top: list[tuple[float, tuple]] = []  # the ``keep`` best, best first
+
+    def genome(self, config: Config) -> tuple:
+        return tuple(config[name] for name in self.names)
+
+    def config(self, genome: tuple) -> Config:
+        return Config(dict(zip(self.names, genome)))
+
+    def __len__(self) -> int:
+        return len(self.scores)
 
     def __call__(self, configs: list[Config]) -> np.ndarray:
-        new = list(dict.fromkeys(c for c in configs if c not in self.scores))
+        """Predicted scores of ``configs``."""
+        return self.score_genomes([self.genome(c) for c in configs])
+
+    def score_of(self, config: Config) -> float | None:
+        """The score of ``config`` if it was scored."""
+        return self.scores.get(self.genome(config))
+
+    def score_genomes(self, genomes: list[tuple]) -> np.ndarray:
+        """Predicted scores of configs given as genomes."""
+        new = list(dict.fromkeys(g for g in genomes if g not in self.scores))
         if new:
-            scores = self.predictor.predict(self.featurize(new))
-            for config, score in zip(new, scores):
-                self.scores[config] = float(score)
+            scores = self.predictor.predict(self.featurizer.features(self.featurizer.genome_knobs(new)))
+            self.scores.update(zip(new, scores.tolist()))
             best_new = np.argsort(-scores)[:self.keep]
             merged = self._top + [(float(scores[i]), new[i]) for i in best_new]
             self._top = heapq.nlargest(self.keep, merged, key=lambda item: item[0])
-        return np.array([self.scores[c] for c in configs])
+        return np.array([self.scores[g] for g in genomes])
 
     def top(self, k: int | None = None) -> list[Config]:
         """The ``k`` (at most ``keep``) best-scored configs seen, best first."""
-        return [c for _, c in self._top[:k]]
+        return [self.config(g) for _, g in self._top[:k]]
+
+    def top_genomes(self) -> set[tuple]:
+        return {g for _, g in self._top}
 
 
 class OneShotAgent(SearchAgent):
@@ -123,7 +150,7 @@ class OneShotAgent(SearchAgent):
         best_rank = int(np.argmax(measured)) + 1 if measured and max(measured) > 0 else None
         info = self.predictor.info
         return {"k": self.k, "optimizer": self.optimizer, "search_seconds": search_s,
-                "configs_scored": len(landscape.scores), "best_predicted_rank": best_rank,
+                "configs_scored": len(landscape), "best_predicted_rank": best_rank,
                 "predicted_gflops": [float(z * info.label_std + info.label_mean) for z in landscape(candidates)]}
 
     def predicted(self, space: TilesSpace, rng: np.random.Generator) -> PredictedLandscape:
@@ -139,7 +166,7 @@ class OneShotAgent(SearchAgent):
     def _anneal(self, space: TilesSpace, landscape: PredictedLandscape, rng: np.random.Generator) -> None:
         walkers = space.sample_many(rng, self.sa_batch)
         scores = landscape(walkers)
-        top = set(landscape.top())
+        top = landscape.top_genomes()
         unchanged = 0
         for step in range(self.sa_steps):
             temperature = 1.0 - step / self.sa_steps
@@ -148,7 +175,7 @@ class OneShotAgent(SearchAgent):
             accept = np.exp(np.minimum(0.0, proposed - scores) / max(temperature, 1e-4)) > rng.random(len(walkers))
             walkers = [p if a else w for p, w, a in zip(proposals, walkers, accept)]
             scores = np.where(accept, proposed, scores)
-            now = set(landscape.top())
+            now = landscape.top_genomes()
             unchanged = unchanged + 1 if now == top else 0
             top = now
             if unchanged >= self.sa_early_stop:
@@ -165,25 +192,25 @@ class OneShotAgent(SearchAgent):
 
     # -- genetic algorithm ------------------------------------------------------------------
     def _evolve(self, space: TilesSpace, landscape: PredictedLandscape, rng: np.random.Generator) -> None:
-        choices: dict[str, tuple] = {lp.name: tuple(factorizations(lp.extent, space.levels[lp.name],
-                                                                   space.max_innermost)) for lp in space.loops}
-        choices["unroll"] = tuple(space.unroll_choices)
-        choices["cache_write"] = (0, 1)
-        knobs = list(choices)
-        population = space.sample_many(rng, self.ga_population)
+        choices = [tuple(factorizations(lp.extent, space.levels[lp.name], space.max_innermost)) for lp in space.loops]
+        choices += [tuple(space.unroll_choices), (0, 1)]  # in the genome's order: loops, unroll, cache_write
+        n_knobs = len(choices)
+        population = [landscape.genome(c) for c in space.sample_many(rng, self.ga_population)]
         for _ in range(self.ga_steps):
-            scores = landscape(population)
+            scores = landscape.score_genomes(population)
             order = np.argsort(-scores)
             elites = [population[i] for i in order[:self.ga_elites]]
             weights = scores - scores.min() + 1e-9
-            parents = rng.choice(len(population), size=(self.ga_population - len(elites), 2), p=weights / weights.sum())
+            n_children = self.ga_population - len(elites)
+            parents = rng.choice(len(population), size=(n_children, 2), p=weights / weights.sum())
+            from_second = rng.random((n_children, n_knobs)) < 0.5  # uniform cross-over per knob
+            mutate = rng.random((n_children, n_knobs)) < self.ga_mutation
             children = []
-            for a, b in parents:
-                child = crossover(population[a], population[b], rng)
-                mutate = rng.random(len(knobs)) < self.ga_mutation
-                if mutate.any():
-                    child = child.replace(**{knob: choices[knob][int(rng.integers(len(choices[knob])))]
-                                             for knob, m in zip(knobs, mutate) if m})
-                children.append(child)
+            for (a, b), cross, mutation in zip(parents, from_second, mutate):
+                first, second = population[a], population[b]
+                child = [second[i] if cross[i] else first[i] for i in range(n_knobs)]
+                for i in np.flatnonzero(mutation):  # each knob re-drawn with probability ga_mutation
+                    child[i] = choices[i][int(rng.integers(len(choices[i])))]
+                children.append(tuple(child))
             population = elites + children
-        landscape(population)
+        landscape.score_genomes(population)

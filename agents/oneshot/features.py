@@ -86,22 +86,34 @@ class BatchFeaturizer:
     # -- configs -> knob matrix ---------------------------------------------------------------
     def knobs(self, configs: Sequence[Config]) -> np.ndarray:
         """``(n, len(TILE_SLOTS) + 2)``: every tile size in the shared layout (absent: 1), unroll, cache_write."""
-        out = np.ones((len(configs), len(TILE_SLOTS) + 2), dtype=np.float64)
-        for row, config in zip(out, configs):
-            for name, columns in self._columns.items():
-                row[columns] = config[name]
-            row[-2] = config["unroll"]
-            row[-1] = config["cache_write"]
+        return self.genome_knobs([tuple(config[name] for name in self.genome) for config in configs])
+
+    @property
+    def genome(self) -> tuple[str, ...]:
+        """The knobs of a config in the order :meth:`genome_knobs` reads them: the loops, unroll, cache_write."""
+        return (*self.loops, "unroll", "cache_write")
+
+    def genome_knobs(self, genomes: Sequence[tuple]) -> np.ndarray:
+        """:meth:`knobs` of configs given as tuples of their knob values in :attr:`genome` order."""
+        out = np.ones((len(genomes), len(TILE_SLOTS) + 2), dtype=np.float64)
+        columns = list(self._columns.values())
+        for row, values in zip(out, genomes):
+            for cols, value in zip(columns, values):
+                row[cols] = value
+            row[-2], row[-1] = values[-2], values[-1]
         return out
 
     # -- the features ------------------------------------------------------------------------------
     def __call__(self, configs: Sequence[Config]) -> np.ndarray:
         """The ``(n, size)`` input matrix of ``configs``."""
-        knobs = self.knobs(configs)
+        return self.features(self.knobs(configs))
+
+    def features(self, knobs: np.ndarray) -> np.ndarray:
+        """The ``(n, size)`` input matrix of a knob matrix (:meth:`knobs`)."""
         tiles = knobs[:, :-2]
         return np.hstack([
             scaled_features(self.analytical(knobs)), _log2(tiles), self._bands(knobs), knobs,
-            np.broadcast_to(self.task, (len(configs), len(self.task))),
+            np.broadcast_to(self.task, (len(knobs), len(self.task))),
         ])
 
     def _tile(self, knobs: np.ndarray, loop: str, level: int) -> np.ndarray:
