@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tensorgym.database import Database, default_path
 from tensorgym.envs.registration import matching_env_ids, workload_of
@@ -56,6 +57,8 @@ def _layers(text: str, db: str, exclude=()) -> list:
     if text.strip() == "dataset":
         from tensorgym.agents.rl.train import dataset_layers
 
+        if not Path(db).exists():
+            raise InvalidArgumentError(f"{db} does not exist (build a dataset with `tensorgym dataset build`)")
         with Database(db) as database:
             layers = [wl for wl in dataset_layers(database) if wl.key not in {e.key for e in exclude}]
         if not layers:
