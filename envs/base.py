@@ -70,6 +70,10 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
             the database, compile nothing; moves to configs it does not hold are masked).
         max_steps: steps per episode before truncation.
         render_mode: ``None`` or ``"ansi"``.
+        evaluator: answer measurements with this record source instead of the env's own (a
+            Tuner's budgeted view, say: the ``rl`` agent runs its policy through one). The env
+            then works in the evaluator's space (no space options), and ``db`` defaults to the
+            evaluator's database.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -78,7 +82,7 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
     def __init__(self, workload: Workload, *, target: Target | str | None = None,
                  db: Database | str | Path | None = None, measurer: Measurer | None = None,
                  max_steps: int = 64, render_mode: str | None = None, backend: str = "tvm",
-                 **space_options: Any):
+                 evaluator: Evaluator | None = None, **space_options: Any):
         if not isinstance(workload, Workload):
             raise InvalidTypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
         max_steps = integer("max_steps", max_steps, minimum=1)
@@ -92,8 +96,15 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
         if db is not None and not isinstance(db, Database):
             db = database_path(db)  # refused before anything is built
         self.workload = workload
-        self.target = resolve_target(target)
-        self.search_space: SpaceT = make_space(self.space_name, workload, self.target, **space_options)
+        if evaluator is not None:
+            self._check_evaluator(evaluator, workload, space_options)
+            self.target = evaluator.space.target
+            self.search_space: SpaceT = evaluator.space
+            if db is None:
+                db = getattr(evaluator, "database", None)
+        else:
+            self.target = resolve_target(target)
+            self.search_space = make_space(self.space_name, workload, self.target, **space_options)
         self.max_steps = max_steps
         self.render_mode = render_mode
         self.backend = backend
@@ -101,9 +112,18 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
         # A replaying env only reads: its database opens read-only (it may be on read-only media).
         self.database = db if isinstance(db, Database) else Database(db if db is not None else default_path(),
                                                                       readonly=backend == "replay")
-        self._owns_measurer = measurer is None
+        self._owns_measurer = measurer is None and evaluator is None
         self._measurer = measurer
-        self._evaluator: Evaluator | None = None
+        self._evaluator: Evaluator | None = evaluator
+
+    def _check_evaluator(self, evaluator: Evaluator, workload: Workload, space_options: dict[str, Any]) -> None:
+        space = getattr(evaluator, "space", None)
+        if not isinstance(space, Space) or space.name != self.space_name or space.workload != workload:
+            raise InvalidArgumentError(f"evaluator must answer configs of the {self.space_name!r} space of "
+                                       f"{workload.label}; got one over {space!r}")
+        if space_options:
+            raise InvalidArgumentError(f"the env takes its space from the evaluator; drop the space options "
+                                       f"{sorted(space_options)}")
 
     @property
     def evaluator(self) -> Evaluator:

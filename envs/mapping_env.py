@@ -38,6 +38,7 @@ import numpy as np
 from gymnasium import spaces
 
 from tensorgym.config import Config
+from tensorgym.errors import InvalidArgumentError
 from tensorgym.record import Record
 from tensorgym.spaces.mapping import MappingSpace
 from tensorgym.workloads import Workload
@@ -50,8 +51,12 @@ class MappingEnv(TileHopEnv):
 
     space_name = "mapping"
     search_space: MappingSpace
+    graph_replay = False  # the hop graph knows tile hops, not candidate switches: replay looks records up
 
     def __init__(self, workload: Workload, **kwargs: Any):
+        if kwargs.get("observation", "layer") != "layer":
+            raise InvalidArgumentError("the mapping env observes one layer (observation='layer'); the common "
+                                       "observation layout is the tile-hop env's")
         super().__init__(workload, **kwargs)
         space = self.search_space
         self.n_candidates = len(space.candidates)

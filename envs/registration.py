@@ -23,8 +23,9 @@ building an environment.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -112,6 +113,24 @@ def register_envs() -> None:
 def env_ids() -> list[str]:
     """Every tensorgym id: the suite layers, then the parametric ids."""
     return [*all_suite_workloads(), *PARAMETRIC_IDS]
+
+
+def matching_env_ids(patterns: str | Sequence[str]) -> list[str]:
+    """The suite ids matching shell-style patterns (``"Conv2d-ResNet-R*"``; a comma-separated string or a list),
+    in registry order; raises :class:`~tensorgym.errors.UnknownNameError` for a pattern that matches none."""
+    items = [p.strip() for p in (patterns.split(",") if isinstance(patterns, str) else patterns) if p.strip()]
+    if not items:
+        raise InvalidArgumentError("give at least one env id or pattern, e.g. 'Conv2d-ResNet-R*'")
+    suite_ids = list(all_suite_workloads())
+    out: dict[str, None] = {}
+    for pattern in items:
+        found = [i for i in suite_ids if fnmatch.fnmatchcase(i, pattern)]
+        if not found:
+            close = difflib.get_close_matches(pattern, suite_ids, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UnknownNameError(f"no environment id matches {pattern!r}{hint}; `tensorgym list` shows the ids")
+        out.update(dict.fromkeys(found))
+    return list(out)
 
 
 def workload_of(env_id: str, shape: Mapping[str, Any] | None = None) -> Workload:

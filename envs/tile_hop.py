@@ -26,12 +26,30 @@ per coordinate), the normalised analytical features of the config
 ``log10(1 + GFLOP/s) / 3`` clipped to [0, 1]: the current state's and the
 best seen in this episode.
 
+**Observation layouts.** ``observation="layer"`` (the default) is the layout above: its sizes
+depend on the layer (a 1x1 conv has no ``ry``/``rx`` coordinates). With
+``observation="common"`` every layer of every operator shares one observation and
+action space, so one policy can be trained on, and used for, many layers:
+actions and encodings have a fixed slot per (loop, tile level) of every
+operator tensorgym knows (:data:`COMMON_SLOTS`; slots the layer lacks are
+always masked and read 0), and the observation ends with the layer's shape
+(:data:`SHAPE_FEATURES`: log2 of every loop extent, the conv stride, the
+operator).
+
 **Episode end.** Never terminates (tuning has no goal state); truncated after
 ``max_steps`` steps.
 
-**Replay.** With ``backend="replay"`` nothing is compiled: starts are drawn
-from the database's correct records, and moves to configs the database does
-not hold are masked (and penalised like any masked action).
+**Replay.** With ``backend="replay"`` nothing is compiled: the env moves only
+between configs the database holds (its records when the env first resets),
+through a precomputed :class:`~tensorgym.spaces.tiles.HopGraph`, so a step
+costs microseconds. Moves to configs the database does not hold are masked
+(and penalised like any masked action); moves to recorded configs whose
+kernels failed are allowed and penalised, as with the ``tvm`` backend. A *dead end* is a recorded config
+from which no move reaches a recorded config that ran correctly: episodes
+start only on recorded correct configs that are not dead ends, an explicit
+start config that is one is refused, and an episode that reaches one anyway is
+truncated at once (hops are reversible, so a state reached by a move always
+has the move back; this guards against explicitly given starts).
 """
 
 from __future__ import annotations
@@ -47,7 +65,7 @@ from tensorgym.config import Config
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.evaluator import NotMeasured
 from tensorgym.record import Record
-from tensorgym.spaces.tiles import TilesSpace
+from tensorgym.spaces.tiles import HopGraph, TilesSpace
 from tensorgym.workloads import Workload
 
 from .base import NoWorkingStart, TuningEnv, check_reset_options
@@ -55,6 +73,24 @@ from .base import NoWorkingStart, TuningEnv, check_reset_options
 INVALID_ACTION_PENALTY = -1.0
 FAILED_KERNEL_PENALTY = -1.0
 MAX_START_ATTEMPTS = 16
+OBSERVATIONS = ("layer", "common")
+
+# The loops of every operator, in a fixed order: (op, loop, kind). Each spatial loop has 3 hop
+# coordinates (tile levels 1-3), each reduction loop 1 (level 1); see TilesSpace.
+COMMON_LOOPS = (
+    ("conv2d", "n", "spatial"), ("conv2d", "f", "spatial"), ("conv2d", "y", "spatial"), ("conv2d", "x", "spatial"),
+    ("conv2d", "rc", "reduction"), ("conv2d", "ry", "reduction"), ("conv2d", "rx", "reduction"),
+    ("matmul", "i", "spatial"), ("matmul", "j", "spatial"), ("matmul", "k", "reduction"),
+)
+# The slots of the common layout: (op, knob, level); ``unroll`` and ``cache_write`` are shared by every op.
+COMMON_SLOTS: tuple[tuple[str, str, int], ...] = tuple(
+    (op, loop, level) for op, loop, kind in COMMON_LOOPS for level in range(1, 4 if kind == "spatial" else 2)
+) + (("*", "unroll", -1), ("*", "cache_write", -1))
+# The shape part of the common observation: log2(extent) / LOG2_EXTENT_SCALE per loop, log2(stride) / 2, op one-hot.
+SHAPE_FEATURES = tuple(f"log2_{op}.{loop}" for op, loop, _ in COMMON_LOOPS) + ("log2_stride", "op_conv2d",
+                                                                                 "op_matmul")
+LOG2_EXTENT_SCALE = 12.0  # extents up to 4096 map into [0, 1]
+COMMON_OPS = ("conv2d", "matmul")
 
 
 def gflops_scale(gflops: float | None) -> float:
@@ -64,35 +100,82 @@ def gflops_scale(gflops: float | None) -> float:
     return float(min(1.0, math.log10(1.0 + gflops) / 3.0))
 
 
+def shape_features(workload: Workload) -> np.ndarray:
+    """The layer's shape as the common layout observes it (:data:`SHAPE_FEATURES`), in [0, 1]."""
+    extents = {(workload.op, lp.name): lp.extent for lp in workload.loops}
+    out = [math.log2(extents.get((op, loop), 1)) / LOG2_EXTENT_SCALE for op, loop, _ in COMMON_LOOPS]
+    out.append(math.log2(getattr(workload, "stride", 1)) / 2.0)
+    out += [float(workload.op == op) for op in COMMON_OPS]
+    return np.clip(np.array(out, dtype=np.float32), 0.0, 1.0)
+
+
 class TileHopEnv(TuningEnv[TilesSpace]):
-    """Hop through the multi-level tiling space of one workload; rewards are measured speed-ups."""
+    """Hop through the multi-level tiling space of one workload; rewards are measured speed-ups.
+
+    Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s: ``observation``
+    (``"layer"`` or ``"common"``, see the module docs), then the space's options.
+    """
 
     space_name = "tiles"
+    graph_replay = True  # replay walks the precomputed hop graph of the recorded configs (tile hops only)
 
-    def __init__(self, workload: Workload, **kwargs: Any):
+    def __init__(self, workload: Workload, *, observation: str = "layer", **kwargs: Any):
+        if observation not in OBSERVATIONS:
+            raise InvalidArgumentError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+        if observation == "common" and workload.op not in COMMON_OPS:
+            raise InvalidArgumentError(f"the common layout knows the operators {COMMON_OPS}, not {workload.op!r}")
         super().__init__(workload, **kwargs)
+        self._evaluator_given = self._evaluator is not None
         space = self.search_space
+        self.observation = observation
         self.n_coordinates = len(space.coordinates)
-        self.action_space = spaces.Discrete(2 * self.n_coordinates)
-        size = space.encoding_size + len(space.feature_names) + 2
+        n_features = len(space.feature_names)
+        if observation == "common":
+            slot_of = {slot: i for i, slot in enumerate(COMMON_SLOTS)}
+            positions = [slot_of[(workload.op if c.level >= 0 else "*", c.knob, c.level)] for c in space.coordinates]
+            self._encoding_slots = np.array(positions, dtype=np.int64)
+            self._base_action = np.full(2 * len(COMMON_SLOTS), -1, dtype=np.int64)
+            for coordinate, slot in enumerate(positions):
+                self._base_action[2 * slot: 2 * slot + 2] = (2 * coordinate, 2 * coordinate + 1)
+            self._shape = shape_features(workload)
+            size = len(COMMON_SLOTS) + n_features + 2 + len(SHAPE_FEATURES)
+        else:
+            self._encoding_slots = None
+            self._base_action = np.arange(2 * self.n_coordinates, dtype=np.int64)
+            self._shape = np.zeros(0, dtype=np.float32)
+            size = space.encoding_size + n_features + 2
+        self._has_base = self._base_action >= 0
+        self.action_space = spaces.Discrete(len(self._base_action))
         self.observation_space = spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32)
         self._config: Config | None = None
         self._record: Record | None = None
         self._best: Record | None = None
         self._steps = 0
+        # replay: the hop graph over the recorded configs, its table in this env's actions, cached observations
+        self._graph: HopGraph | None = None
+        self._moves: np.ndarray | None = None
+        self._node = -1
+        self._static: dict[int, np.ndarray] = {}
 
     # -- gymnasium API ---------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = check_reset_options(options, ("config",))
+        if self.backend == "replay" and self.graph_replay:
+            self._replay_graph()
         if "config" in options:
-            record = self.evaluator.evaluate([self.search_space.parse(options["config"])])[0]
+            config = self.search_space.parse(options["config"])
+            record = self._replay_start(config) if self._graph is not None else self.evaluator.evaluate([config])[0]
             if not record.ok:
                 raise InvalidArgumentError(f"start config fails ({record.status}): {record.error[:300]}")
         else:
             record = self._random_start()
+        if self._graph is not None and self._evaluator_given:
+            record = self.evaluator.evaluate([record.config])[0]  # a given record source (a Tuner's) counts it
         self._config, self._record, self._best = record.config, record, record
         self._steps = 0
+        if self._graph is not None:
+            self._node = self._graph.index[record.config]
         return self._observation(), self._info(record, "ok")
 
     def step(self, action):
@@ -103,42 +186,34 @@ class TileHopEnv(TuningEnv[TilesSpace]):
                                        f"Discrete({self.action_space.n}); actions are integers in "
                                        f"[0, {self.action_space.n - 1}]")
         self._steps += 1
-        target = self._move(int(action))
-        if target is not None and self.backend == "replay" and self.evaluator.lookup(target) is None:
-            target = None
-        if target is None:
-            reward, status, tried = INVALID_ACTION_PENALTY, "masked", None
+        tried = self._replay_move(int(action)) if self._graph is not None else self._measured_move(int(action))
+        if tried is None:
+            reward, status = INVALID_ACTION_PENALTY, "masked"
         else:
-            tried = self.evaluator.evaluate([target])[0]
             status = tried.status.value
             if tried.ok:
                 reward = math.log2(tried.gflops / self._record.gflops)
                 self._config, self._record = tried.config, tried
+                if self._graph is not None:
+                    self._node = self._graph.index[tried.config]
                 if tried.gflops > self._best.gflops:
                     self._best = tried
             else:
                 reward = FAILED_KERNEL_PENALTY
-        truncated = self._steps >= self.max_steps
+        truncated = self._steps >= self.max_steps or (self._graph is not None and not self._graph.movable[self._node])
         return self._observation(), float(reward), False, truncated, self._info(tried, status)
 
     def action_masks(self) -> np.ndarray:
-        """Boolean mask of the actions that stay inside the space (for MaskablePPO)."""
+        """Boolean mask of the actions that stay inside the space (replay: that reach a recorded config)."""
         if self._config is None:
             raise ResetNeeded("call reset() before action_masks()")
+        if self._moves is not None:
+            return self._moves[self._node] >= 0
         mask = self._legal_moves()
-        if self.backend == "replay":
+        if self.backend == "replay":  # an env without the hop graph: moves to recorded configs only
             for action in np.flatnonzero(mask):
                 mask[action] = self.evaluator.lookup(self._move(int(action))) is not None
         return mask
-
-    def _move(self, action: int) -> Config | None:
-        """The config ``action`` moves the state to (None: it leaves the space)."""
-        coordinate, down = divmod(action, 2)
-        return self.search_space.hop(self._config, coordinate, -1 if down else 1)
-
-    def _legal_moves(self) -> np.ndarray:
-        """The actions whose move stays in the space (before the replay backend's filter)."""
-        return self.search_space.hop_mask(self._config)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._record is None:
@@ -147,15 +222,78 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         return (f"{self.workload.label} step {self._steps}/{self.max_steps}: {self._record.gflops:.1f} {unit} "
                 f"(best {self._best.gflops:.1f})  {self.search_space.describe(self._config)}")
 
+    # -- moves -------------------------------------------------------------------
+    def _move(self, action: int) -> Config | None:
+        """The config ``action`` moves the state to (None: it leaves the space). Subclasses with other
+        actions (the mapping env's candidate switches) override this and :meth:`_legal_moves`."""
+        base = self._base_action[action]
+        if base < 0:
+            return None
+        coordinate, down = divmod(int(base), 2)
+        return self.search_space.hop(self._config, coordinate, -1 if down else 1)
+
+    def _legal_moves(self) -> np.ndarray:
+        """The actions whose move stays in the space (before the replay backend's filter)."""
+        mask = np.zeros(len(self._base_action), dtype=bool)
+        mask[self._has_base] = self.search_space.hop_mask(self._config)[self._base_action[self._has_base]]
+        return mask
+
+    def _measured_move(self, action: int) -> Record | None:
+        """The record of the config ``action`` moves to (measured if new; replay without the hop graph: only
+        if recorded), or None if it leaves the space."""
+        target = self._move(action)
+        if target is None or (self.backend == "replay" and self.evaluator.lookup(target) is None):
+            return None
+        return self.evaluator.evaluate([target])[0]
+
+    def _replay_move(self, action: int) -> Record | None:
+        """The recorded record ``action`` moves to, or None if it leaves the space or the records."""
+        node = self._moves[self._node, action]
+        if node < 0:
+            return None
+        record = self._graph.records[node]
+        if self._evaluator_given:
+            record = self.evaluator.evaluate([record.config])[0]  # a given record source (a Tuner's) counts it
+        return record
+
+    def _replay_graph(self) -> HopGraph:
+        """The hop graph over the database's records of this env (built on the first reset)."""
+        if self._graph is None:
+            space = self.search_space
+            records = self.database.records(self.workload.key, self.target.fingerprint, space.name)
+            self._graph = HopGraph(space, records)
+            table = self._graph.table[:, np.maximum(self._base_action, 0)]
+            self._moves = np.where(self._has_base, table, -1)
+        return self._graph
+
     # -- helpers -----------------------------------------------------------------
+    def _replay_start(self, config: Config) -> Record:
+        node = self._graph.node(config)
+        if node is None:
+            raise NotMeasured(f"backend='replay' starts only from recorded configs; {self.database.path} holds no "
+                              f"record of {config.key} for {self.workload.label}")
+        if self._graph.ok[node] and not self._graph.movable[node]:
+            raise InvalidArgumentError(f"start config {config.key} is a dead end in replay: no move reaches another "
+                                       f"recorded config that runs correctly")
+        return self._graph.records[node]
+
     def _random_start(self) -> Record:
-        """Measure random configs until one runs correctly (replay: draw a recorded one)."""
-        if self.backend == "replay":
+        """Measure random configs until one runs correctly (replay: draw a recorded one that is not a dead end)."""
+        if self.backend == "replay" and self._graph is None:  # an env without the hop graph: any recorded config
             recorded = self.recorded_configs()
             if not recorded:
                 raise NotMeasured(f"backend='replay' needs measured configs of {self.workload.label} in "
-                                   f"{self.database.path}; it holds none (tune with backend='tvm' first)")
+                                  f"{self.database.path}; it holds none (tune with backend='tvm' first)")
             return self.evaluator.lookup(recorded[int(self.np_random.integers(len(recorded)))])
+        if self.backend == "replay":
+            starts = self._graph.starts
+            if not len(starts):
+                raise NotMeasured(
+                    f"backend='replay' needs recorded configs of {self.workload.label} in {self.database.path} with "
+                    f"a recorded 1-hop neighbour; it holds {len(self._graph)} record(s) and none qualifies (build "
+                    f"the data with hop walks, `tensorgym dataset build --hop-share 0.5`, or tune with the tvm "
+                    f"backend)")
+            return self._graph.records[int(starts[int(self.np_random.integers(len(starts)))])]
         failures = []
         for _ in range(MAX_START_ATTEMPTS):
             record = self.evaluator.evaluate([self.search_space.sample(self.np_random)])[0]
@@ -165,13 +303,25 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         raise NoWorkingStart(f"{MAX_START_ATTEMPTS} random start configs of {self.workload.label} all failed "
                            f"({', '.join(failures)}); see the records in {self.database.path}")
 
-    def _observation(self) -> np.ndarray:
+    def _static_observation(self, config: Config) -> np.ndarray:
+        """The config-dependent part of the observation (encoding, features), clipped to [0, 1]."""
         space = self.search_space
-        obs = np.concatenate([
-            space.encode(self._config), space.normalised_features(self._config),
-            np.array([gflops_scale(self._record.gflops), gflops_scale(self._best.gflops)], dtype=np.float32),
-        ]).astype(np.float32)
-        return np.clip(obs, 0.0, 1.0)
+        encoding = space.encode(config)
+        if self._encoding_slots is not None:
+            slots = np.zeros(len(COMMON_SLOTS), dtype=np.float32)
+            slots[self._encoding_slots] = encoding
+            encoding = slots
+        return np.clip(np.concatenate([encoding, space.normalised_features(config)]).astype(np.float32), 0.0, 1.0)
+
+    def _observation(self) -> np.ndarray:
+        if self._graph is not None:
+            static = self._static.get(self._node)
+            if static is None:
+                static = self._static[self._node] = self._static_observation(self._config)
+        else:
+            static = self._static_observation(self._config)
+        scales = np.array([gflops_scale(self._record.gflops), gflops_scale(self._best.gflops)], dtype=np.float32)
+        return np.concatenate([static, scales, self._shape])
 
     def _info(self, tried: Record | None, status: str) -> dict[str, Any]:
         return {
@@ -189,3 +339,4 @@ class TileHopEnv(TuningEnv[TilesSpace]):
             "measurements": self.evaluator.measured,
             "action_mask": self.action_masks(),
         }
+

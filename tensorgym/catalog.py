@@ -47,6 +47,8 @@ AGENTS: dict[str, str] = {
     "optuna": "tensorgym.agents.optuna_agent:OptunaAgent",
     "random-structured": "tensorgym.agents.random_structured:RandomStructuredAgent",
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",
+    "rl": "tensorgym.agents.rl.agent:RLAgent",
+    "one-shot": "tensorgym.agents.oneshot.agent:OneShotAgent",
 }
 
 # Task schedulers of networks: name -> class (``name`` attribute); ``tune(network_env, budget, ...)``.

@@ -414,6 +414,11 @@ class Database:
         return {key: Workload.from_json(json.loads(text))
                 for key, text in self._conn.execute("SELECT key, json FROM workloads")}
 
+    def targets(self) -> dict[str, Target]:
+        """Every target the database has seen, by fingerprint (records of other machines included)."""
+        return {fingerprint: Target.from_json(json.loads(text))
+                for fingerprint, text in self._conn.execute("SELECT fingerprint, json FROM targets")}
+
     def summaries(self) -> Iterator[Summary]:
         """Best record per (workload, target, space), most recently measured workloads first."""
         labels = dict(self._conn.execute("SELECT key, label FROM workloads").fetchall())

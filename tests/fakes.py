@@ -107,6 +107,25 @@ def run_search(agent, tuner: Tuner, seed: int = 0):
     return tuner.result(agent.name, seed, **extra)
 
 
+def synthetic_record(space: Space, config: Config, gflops: float | None) -> Record:
+    """The record a measurement of ``gflops`` GFLOP/s (None: a failed build) would give."""
+    wl = space.workload
+    if gflops is None:
+        return Record(wl.key, space.target.fingerprint, space.name, config, Status.BUILD_ERROR,
+                      error="synthetic failure", wall_s=0.001, created=time.time())
+    latency = wl.flops / (gflops * 1e9)
+    return Record(wl.key, space.target.fingerprint, space.name, config, Status.OK, latency_s=latency,
+                  latency_cv=0.0, samples=(latency,), number=1, gflops=gflops, wall_s=0.001, created=time.time())
+
+
+def smooth_perf(space: TilesSpace, seed: int = 0, optimum: Config | None = None) -> Callable[[Config], float]:
+    """A landscape every config of which is within 13x of its peak, 100 GFLOP/s at ``optimum`` (default: a
+    config drawn with ``seed``): 100 / (1 + L1 index distance / 4)."""
+    target = space.encode(optimum if optimum is not None else space.sample(np.random.default_rng(seed)))
+    scale = np.array([max(1, len(c.choices) - 1) for c in space.coordinates], dtype=float)
+    return lambda config: float(100.0 / (1.0 + np.abs((space.encode(config) - target) * scale).sum() / 4.0))
+
+
 def synthetic_gflops(space: Space, config: Config) -> float:
     """A deterministic landscape over any config: GFLOP/s from a hash of the workload and config (1..100)."""
     import hashlib
@@ -118,12 +137,15 @@ def synthetic_gflops(space: Space, config: Config) -> float:
 class SyntheticMeasurer(Measurer):
     """A :class:`~tensorgym.measure.Measurer` that compiles nothing and starts no process: each config
     "runs" at ``perf(space, config)`` GFLOP/s (``None``: a failed build). For tests of the layers above
-    measuring (envs, schedulers, the command line, fuzzing) that must not spend minutes compiling; use it
-    with a real :class:`~tensorgym.database.Database` to test what is stored and reused. ``measured``
-    lists every (workload key, config) it was asked to measure."""
+    measuring (envs, schedulers, the command line, datasets, fuzzing) that must not spend minutes
+    compiling; use it with a real :class:`~tensorgym.database.Database` to test what is stored and reused.
+    ``measured`` lists every (workload key, config) it was asked to measure; ``interrupt_after`` raises
+    KeyboardInterrupt once that many configs were measured (an interrupted run)."""
 
-    def __init__(self, perf: Callable[[Space, Config], float | None] = synthetic_gflops, target=None, **_ignored):
+    def __init__(self, perf: Callable[[Space, Config], float | None] = synthetic_gflops, *,
+                 interrupt_after: int | None = None, target=None, **_ignored):
         self.perf = perf
+        self.interrupt_after = interrupt_after
         self.target = resolve_target(target)
         self.kernels_built = self.kernels_run = 0
         self.faults = {}
@@ -142,17 +164,10 @@ class SyntheticMeasurer(Measurer):
     def measure_pairs(self, kernels, *, check=True, on_record=None, incumbents=None):
         records = []
         for space, config in kernels:
-            wl = space.workload
-            self.measured.append((wl.key, config))
-            gflops = self.perf(space, config)
-            if gflops is None:
-                record = Record(wl.key, space.target.fingerprint, space.name, config, Status.BUILD_ERROR,
-                                error="synthetic failure", wall_s=0.001, created=time.time())
-            else:
-                latency = wl.flops / (gflops * 1e9)
-                record = Record(wl.key, space.target.fingerprint, space.name, config, Status.OK, latency_s=latency,
-                                latency_cv=0.0, samples=(latency,), number=1, gflops=gflops, wall_s=0.001,
-                                created=time.time())
+            if self.interrupt_after is not None and len(self.measured) >= self.interrupt_after:
+                raise KeyboardInterrupt
+            self.measured.append((space.workload.key, config))
+            record = synthetic_record(space, config, self.perf(space, config))
             self.kernels_built += 1
             self.kernels_run += 1
             if on_record is not None:

@@ -16,6 +16,11 @@
                                                 serve this machine's CPU to remote tuning runs (TVM RPC)
   tensorgym mapping ENV_ID [--dtype int8]       a layer's mapping candidates (intrinsic, fused loops, packing,
                                                 resources, kept or pruned and why) and their best measurements
+  tensorgym dataset build|export|stats          a measurement dataset across many layers (seed 004), for pandas
+  tensorgym train --algo maskable-ppo --envs "Conv2d-ResNet-R*" --backend replay --db data.db --out DIR
+                                                a stable-baselines3 policy (then: tune --agent rl --policy DIR/best.zip)
+  tensorgym oneshot train --db data.db --out model.pt
+                                                seed 004's predictor (then: tune --agent one-shot --model model.pt)
 
 Every error a user can cause (a :class:`~tensorgym.errors.TensorgymError`, a file
 that cannot be read or written, a database error) is printed as one line on
@@ -35,9 +40,13 @@ from collections.abc import Sequence
 
 from tensorgym.errors import TensorgymError
 
-from . import compare, compare_network, list_envs, mapping, microkernels, rpc_server, show, tune, tune_network
+from . import (
+    compare, compare_network, dataset, list_envs, mapping, microkernels, oneshot, rpc_server, show, train, tune,
+    tune_network,
+)
 
-COMMANDS = (list_envs, tune, compare, tune_network, compare_network, show, microkernels, mapping, rpc_server)
+COMMANDS = (list_envs, tune, compare, tune_network, compare_network, show, microkernels, mapping, dataset, train,
+            oneshot, rpc_server)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

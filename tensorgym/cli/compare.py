@@ -28,6 +28,9 @@ def add_parser(subparsers) -> None:
                                    "e.g. M=512,N=768,K=3072")
     p.add_argument("--agents", default=",".join(DEFAULT_AGENTS),
                    help=f"comma-separated agent names (default: {','.join(DEFAULT_AGENTS)})")
+    p.add_argument("--policy", help="policy file of the rl agent (written by `tensorgym train`)")
+    p.add_argument("--model", help="predictor file of the one-shot agent (written by `tensorgym oneshot train`)")
+    p.add_argument("--top-k", type=int, help="configs the one-shot agent measures (default: 32)")
     p.add_argument("--budget", type=int, default=128, help="measurements per run (default: 128)")
     p.add_argument("--time-budget", type=finite_float, default=None,
                    help="seconds of tuning clock per run (default: none)")
@@ -56,6 +59,17 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _agent_options(args: argparse.Namespace) -> dict[str, dict]:
+    """Options of the agents that take files: ``--policy`` for rl, ``--model`` / ``--top-k`` for one-shot."""
+    options: dict[str, dict] = {}
+    if args.policy is not None:
+        options["rl"] = {"policy": args.policy}
+    one_shot = {k: v for k, v in (("model", args.model), ("k", args.top_k)) if v is not None}
+    if one_shot:
+        options["one-shot"] = one_shot
+    return options
+
+
 def run(args: argparse.Namespace) -> int:
     shape = parse_shape(args.shape) or None
     db = database_path(args.db) if args.db is not None else default_path()
@@ -66,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
                     time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
                     time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
                     progress=not args.quiet, remeasure=args.remeasure, shape=shape, native_blas=args.native_blas,
-                    target=target, ray=args.ray, space=args.space, dtype=args.dtype)
+                    target=target, ray=args.ray, space=args.space, dtype=args.dtype,
+                    agent_options=_agent_options(args))
     print()
     print(text_table(board))
     print(f"\n{caption(board)}")

@@ -51,10 +51,13 @@ def add_parser(subparsers) -> None:
                         "one with pre-packed weights too")
     p.add_argument("--features", choices=("af", "generic", "both"),
                    help="cost-model features of the ga / dgd agents (default: both)")
-    p.add_argument("--model", choices=("ansor", "log-shallow", "draft", "random"),
-                   help="cost model of the ga / dgd agents (default: log-shallow): Ansor's XGBoost, XGBoost on log "
-                        "throughput with shallow trees, the same boosted from the analytical draft, or random scores "
-                        "(the ablation)")
+    p.add_argument("--model",
+                   help="the agent's model: for ga / dgd the cost model, ansor, log-shallow (default), draft or random "
+                        "(Ansor's XGBoost, XGBoost on log throughput with shallow trees, the same boosted from the "
+                        "analytical draft, or random scores: the ablation); for one-shot the predictor file written "
+                        "by `tensorgym oneshot train`")
+    p.add_argument("--policy", help="policy file of the rl agent (written by `tensorgym train`)")
+    p.add_argument("--top-k", type=int, help="configs the one-shot agent measures (default: 32)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
     p.add_argument("--time-budget", type=finite_float, default=None, help="seconds of tuning (default: none)")
     p.add_argument("--seed", type=int, default=0)
@@ -67,13 +70,18 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def agent_options(args: argparse.Namespace) -> dict:
+    """The agent's constructor options given on the command line (only those given)."""
+    given = {"features": args.features, "policy": args.policy, "model": args.model, "k": args.top_k}
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def run(args: argparse.Namespace) -> int:
     # Everything that can be refused is checked before the database file is created.
     workload = workload_of(args.env_id, parse_shape(args.shape)).with_dtype(args.dtype)
     if args.layout:
         workload = with_layout(workload, args.layout)
-    options = {key: value for key, value in (("features", args.features), ("model", args.model)) if value}
-    agent = make_agent(args.agent, **options)
+    agent = make_agent(args.agent, **agent_options(args))
     space = args.space or default_space(agent, workload)
     agent.check_space(space)
     check_space_dtype(space, workload)

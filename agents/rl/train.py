@@ -1,0 +1,269 @@
+"""Train a stable-baselines3 policy on tensorgym envs (what ``tensorgym train`` runs).
+
+The recipe, in SB3's own terms:
+
+1. **Envs.** ``n_envs`` copies of a :class:`~tensorgym.agents.rl.layers.LayerSampledEnv`
+   (each episode on a layer drawn from the training layers, tile-hop envs in
+   the common layout so that every layer has the same spaces), each in a
+   ``Monitor``, in a ``DummyVecEnv`` (default) or ``SubprocVecEnv``. The
+   ``replay`` backend answers from the database (no compiling; thousands of
+   steps per second); ``tvm`` measures every new config (one process, one
+   measurer: timings must not overlap, so ``SubprocVecEnv`` is refused there).
+2. **Model.** ``PPO``, ``MaskablePPO`` (sb3-contrib; it reads the envs'
+   ``action_masks()``) or ``DQN``, ``"MlpPolicy"``, with :data:`ALGO_DEFAULTS`
+   (short rollouts, a replay buffer that fits in memory) and any overrides.
+3. **Logging and callbacks.** A CSV log (and TensorBoard, when the
+   ``tensorboard`` package is installed) in ``out``; a tqdm progress bar;
+   ``CheckpointCallback`` into ``out/checkpoints``; an ``EvalCallback``
+   (``MaskableEvalCallback`` for MaskablePPO) on the training layers that
+   saves ``out/best.zip`` whenever the mean episode return improves.
+4. **Held-out evaluation.** After training, the best policy tunes every
+   held-out layer as the ``rl`` agent within a measurement budget, and
+   ``out/evaluation.json`` records what it found (with the replay backend,
+   next to the best config the database holds for that layer).
+
+The policy files carry tensorgym's :class:`~tensorgym.agents.rl.policy.PolicyInfo`, so
+``tensorgym tune ENV --agent rl --policy out/best.zip`` knows what it loads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tensorgym.database import Database
+from tensorgym.envs.registration import make_env, workload_of
+from tensorgym.errors import InvalidArgumentError
+from tensorgym.workloads import Workload
+
+from ..threads import torch_threads
+from .layers import layer_env_factory
+from .policy import ALGORITHMS, PolicyInfo, algorithm_class
+
+log = logging.getLogger(__name__)
+
+# Short PPO rollouts (256 steps per env) so that updates come often on short runs; a DQN replay
+# buffer of 50k transitions (SB3's default of 1M would allocate gigabytes of observations).
+ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ppo": {"n_steps": 256, "batch_size": 64, "gamma": 0.95},
+    "maskable-ppo": {"n_steps": 256, "batch_size": 64, "gamma": 0.95},
+    "dqn": {"buffer_size": 50_000, "learning_starts": 100, "exploration_fraction": 0.3, "gamma": 0.95,
+            "target_update_interval": 1000},
+}
+VEC_ENVS = ("dummy", "subproc")
+
+
+def _workloads(envs: Sequence[str | Workload]) -> list[Workload]:
+    return [e if isinstance(e, Workload) else workload_of(e) for e in envs]
+
+
+def dataset_layers(database: Database, target=None) -> list[Workload]:
+    """The layers of a database that the replay backend can start an episode from (tiles space, this machine)."""
+    from tensorgym.dataset.stats import dataset_stats
+    from tensorgym.target import resolve_target
+
+    fingerprint = resolve_target(target).fingerprint
+    workloads = database.workloads()
+    return [workloads[s.workload] for s in dataset_stats(database, space="tiles", target=fingerprint).layers
+            if s.replay_starts and s.workload in workloads]
+
+
+def make_training_env(envs: Sequence[str | Workload], *, db: str | Path, backend: str = "replay",
+                      space: str = "tiles", n_envs: int = 4, vec: str = "dummy", max_steps: int = 32,
+                      seed: int = 0, measurer=None):
+    """A seeded SB3 ``VecEnv`` of ``n_envs`` layer-sampled envs over ``envs`` (ids or workloads)."""
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    if vec not in VEC_ENVS:
+        raise InvalidArgumentError(f"vec must be one of {VEC_ENVS}, got {vec!r}")
+    if backend == "tvm" and vec == "subproc":
+        raise InvalidArgumentError("the tvm backend measures kernels: several processes would time them at once; "
+                                   "use vec='dummy' (one process, one measurer) or the replay backend")
+    if not isinstance(n_envs, int) or n_envs < 1:
+        raise InvalidArgumentError(f"n_envs must be a positive integer, got {n_envs!r}")
+    factory = layer_env_factory(_workloads(envs), db=db, space=space, backend=backend, max_steps=max_steps,
+                                measurer=measurer)
+    venv = (SubprocVecEnv if vec == "subproc" else DummyVecEnv)([factory] * n_envs)
+    venv.seed(seed)
+    return venv
+
+
+def make_model(algo: str, env, *, seed: int = 0, verbose: int = 0, **options: Any):
+    """The SB3 model of ``algo`` over ``env`` with :data:`ALGO_DEFAULTS` and ``options`` on top."""
+    cls = algorithm_class(algo)
+    return cls("MlpPolicy", env, seed=seed, verbose=verbose, device="cpu", **{**ALGO_DEFAULTS[algo], **options})
+
+
+def _callbacks(algo: str, out: Path, eval_env, *, eval_freq: int, eval_episodes: int, checkpoint_freq: int,
+               n_envs: int, progress: bool):
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback, EvalCallback
+
+    class SaveBest(BaseCallback):
+        """Called by the eval callback on a new best mean return: keep that model as ``best.zip``."""
+
+        def _on_step(self) -> bool:
+            self.model.save(out / "best.zip")
+            return True
+
+    class ProgressBar(BaseCallback):
+        """A tqdm bar over the training timesteps, with the latest mean episode return."""
+
+        def _on_training_start(self) -> None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.locals["total_timesteps"] - self.model.num_timesteps, desc=f"train {algo}",
+                            unit="step", dynamic_ncols=True)
+
+        def _on_step(self) -> bool:
+            self.bar.update(self.training_env.num_envs)
+            episodes = self.model.ep_info_buffer
+            if episodes and self.n_calls % 50 == 0:
+                mean = sum(e["r"] for e in episodes) / len(episodes)
+                self.bar.set_postfix_str(f"episode return {mean:+.2f}", refresh=False)
+            return True
+
+        def _on_training_end(self) -> None:
+            self.bar.close()
+
+    callbacks = []
+    if progress:
+        callbacks.append(ProgressBar())
+    if checkpoint_freq > 0:
+        callbacks.append(CheckpointCallback(save_freq=max(1, checkpoint_freq // n_envs),
+                                            save_path=str(out / "checkpoints"), name_prefix=algo))
+    if eval_env is not None and eval_freq > 0:
+        if algo == "maskable-ppo":
+            from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback as Eval
+        else:
+            Eval = EvalCallback
+        callbacks.append(Eval(eval_env, callback_on_new_best=SaveBest(), n_eval_episodes=eval_episodes,
+                              eval_freq=max(1, eval_freq // n_envs), log_path=str(out / "eval"),
+                              deterministic=True, verbose=0))
+    return CallbackList(callbacks)
+
+
+def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path, out: str | Path, backend: str = "replay",
+          space: str = "tiles", timesteps: int = 200_000, n_envs: int = 4, vec: str = "dummy", max_steps: int = 32,
+          seed: int = 0, eval_envs: Sequence[str | Workload] = (), eval_budget: int = 64,
+          eval_backend: str | None = None, eval_freq: int | None = None, eval_episodes: int = 16,
+          checkpoint_freq: int | None = None, progress: bool = True, threads: int = 1,
+          algo_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Train ``algo`` on the layers ``envs`` (see the module docs); returns the report also written to
+    ``out/training.json``. Files in ``out``: ``final.zip``, ``best.zip``, ``checkpoints/``, ``progress.csv``,
+    ``eval/``, ``evaluation.json``.
+
+    ``eval_freq`` / ``checkpoint_freq`` count timesteps (default: a tenth of the run each with the
+    replay backend; none with tvm, where evaluating measures kernels); ``eval_backend`` defaults to
+    ``backend``; ``threads`` is torch's CPU threads (:func:`~tensorgym.agents.threads.torch_threads`).
+    """
+    from stable_baselines3.common.logger import configure
+
+    if algo not in ALGORITHMS:
+        raise InvalidArgumentError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+    if not isinstance(timesteps, int) or timesteps < 1:
+        raise InvalidArgumentError(f"timesteps must be a positive integer, got {timesteps!r}")
+    if backend not in ("replay", "tvm"):
+        raise InvalidArgumentError(f"backend must be 'replay' or 'tvm', got {backend!r}")
+    workloads = _workloads(envs)
+    held_out = _workloads(eval_envs)
+    if not workloads:
+        raise InvalidArgumentError("give at least one training layer")
+    if not Path(db).exists() and backend == "replay":
+        raise InvalidArgumentError(f"{db} does not exist: the replay backend trains on a dataset "
+                                   f"(`tensorgym dataset build --db {db}`)")
+    default_freq = max(1, timesteps // 10) if backend == "replay" else 0
+    eval_freq = default_freq if eval_freq is None else eval_freq
+    checkpoint_freq = default_freq if checkpoint_freq is None else checkpoint_freq
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    measurer = None
+    if backend == "tvm":
+        from tensorgym.measure import Measurer
+
+        measurer = Measurer()
+    venv = eval_venv = None
+    t0 = time.monotonic()
+    try:
+        venv = make_training_env(workloads, db=db, backend=backend, space=space, n_envs=n_envs, vec=vec,
+                                 max_steps=max_steps, seed=seed, measurer=measurer)
+        if eval_freq > 0:
+            eval_venv = make_training_env(workloads, db=db, backend=backend, space=space, n_envs=1,
+                                          max_steps=max_steps, seed=seed + 1, measurer=measurer)
+        model = make_model(algo, venv, seed=seed, **dict(algo_options or {}))
+        formats = ["csv", "log"]
+        try:
+            import tensorboard  # noqa: F401
+
+            formats.append("tensorboard")
+        except ImportError:
+            log.info("tensorboard is not installed: logging to progress.csv only")
+        model.set_logger(configure(str(out), formats))
+        info = PolicyInfo(algo=algo, space=space, observation="common" if space == "tiles" else None,
+                          observation_size=int(venv.observation_space.shape[0]), n_actions=int(venv.action_space.n),
+                          max_steps=max_steps, backend=backend, train_envs=[wl.label for wl in workloads],
+                          timesteps=timesteps)
+        model.tensorgym_policy = info.to_json()  # saved with the model (see policy.py)
+        callback = _callbacks(algo, out, eval_venv, eval_freq=eval_freq, eval_episodes=eval_episodes,
+                              checkpoint_freq=checkpoint_freq, n_envs=n_envs, progress=progress)
+        with torch_threads(threads):
+            model.learn(total_timesteps=timesteps, callback=callback)
+        model.save(out / "final.zip")
+        if not (out / "best.zip").exists():
+            shutil.copyfile(out / "final.zip", out / "best.zip")
+    finally:
+        for env in (venv, eval_venv):
+            if env is not None:
+                env.close()
+    train_seconds = time.monotonic() - t0
+    evaluation = evaluate_held_out(out / "best.zip", held_out, db=db, backend=eval_backend or backend,
+                                   budget=eval_budget, seed=seed, measurer=measurer, progress=progress)
+    if measurer is not None:
+        measurer.close()
+    (out / "evaluation.json").write_text(json.dumps(evaluation, indent=1))
+    report = {"policy": str(out / "best.zip"), "final": str(out / "final.zip"), "info": info.to_json(),
+              "train_seconds": train_seconds, "evaluation": evaluation}
+    (out / "training.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+def evaluate_held_out(policy: str | Path, layers: Sequence[Workload], *, db: str | Path, backend: str,
+                      budget: int, seed: int = 0, measurer=None, progress: bool = False) -> list[dict[str, Any]]:
+    """Tune each held-out layer with the policy as the ``rl`` agent; one dict per layer.
+
+    With the replay backend, ``dataset_best_gflops`` is the best correct record the database holds
+    for the layer (what the policy could at most find there).
+    """
+    from tensorgym.tuner import ProgressBarCallback
+
+    from .agent import RLAgent
+
+    agent = RLAgent(str(policy))
+    out = []
+    database = Database(db)
+    try:
+        for wl in layers:
+            env = make_env(wl, space=agent.env_space, db=database, backend=backend,
+                           measurer=measurer if backend == "tvm" else None)
+            entry: dict[str, Any] = {"layer": wl.label, "workload": wl.key, "backend": backend, "budget": budget}
+            try:
+                result = agent.tune(env, budget=budget, seed=seed, callback=ProgressBarCallback() if progress else None)
+                entry.update(best_gflops=result.best_gflops, trials=len(result.trials), measured=result.measured,
+                             best_config=result.best_config.to_json() if result.best_config else None,
+                             tuning_seconds=result.trials[-1].elapsed_s if result.trials else 0.0)
+            except (RuntimeError, InvalidArgumentError) as exc:  # e.g. no replay data for this layer
+                entry["error"] = str(exc)
+            finally:
+                env.close()
+            if backend == "replay":
+                best = database.best(wl.key, env.target.fingerprint, agent.env_space)
+                entry["dataset_best_gflops"] = best[0].gflops if best else None
+            out.append(entry)
+    finally:
+        database.close()
+    return out
