@@ -288,7 +288,7 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         if self.backend == "replay":
             starts = self._graph.starts
             if not len(starts):
-                raise NotMeasured(
+                raise NoWorkingStart(
                     f"backend='replay' needs recorded configs of {self.workload.label} in {self.database.path} with "
                     f"a recorded 1-hop neighbour; it holds {len(self._graph)} record(s) and none qualifies (build "
                     f"the data with hop walks, `tensorgym dataset build --hop-share 0.5`, or tune with the tvm "

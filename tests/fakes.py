@@ -126,6 +126,17 @@ def smooth_perf(space: TilesSpace, seed: int = 0, optimum: Config | None = None)
     return lambda config: float(100.0 / (1.0 + np.abs((space.encode(config) - target) * scale).sum() / 4.0))
 
 
+def smooth_gflops(space: Space, config: Config) -> float:
+    """:func:`smooth_perf` of the space's workload (its optimum drawn with seed 0), as a measurer's landscape."""
+    key = (space.workload.key, space.name)
+    if key not in _SMOOTH:
+        _SMOOTH[key] = smooth_perf(space)
+    return _SMOOTH[key](config)
+
+
+_SMOOTH: dict = {}
+
+
 def synthetic_gflops(space: Space, config: Config) -> float:
     """A deterministic landscape over any config: GFLOP/s from a hash of the workload and config (1..100)."""
     import hashlib

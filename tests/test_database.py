@@ -271,7 +271,8 @@ def test_a_database_on_a_read_only_mount_is_named_shown_and_replayed(tmp_path, c
     with read_only_mount(tmp_path / "mnt") as make_read_only:
         path = tmp_path / "mnt" / "r.db"
         env = gym.make("tensorgym/Matmul-v0", M=48, N=64, K=32, db=str(path), measurer=SyntheticMeasurer())
-        env.reset(seed=0)
+        _, info = env.reset(seed=0)
+        env.step(int(info["action_mask"].nonzero()[0][0]))  # a start and a recorded neighbour: replay can move
         env.close()
         make_read_only()
         with pytest.raises(DatabaseError, match="read-only file system"):

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from fakes import SyntheticMeasurer
+from fakes import SyntheticMeasurer, smooth_gflops
 
 from tensorgym.cli import main
 from tensorgym.database import Database
@@ -85,25 +85,27 @@ def test_plan_puts_included_layers_first_and_does_not_repeat_them():
 def test_build_fills_every_layer_and_resumes_after_an_interruption(tmp_path):
     with Database(tmp_path / "data.db") as db:
         with pytest.raises(KeyboardInterrupt):
-            build_dataset(TINY, db, per_task=8, hop_share=0.5, measurer=SyntheticMeasurer(interrupt_after=11),
-                          progress=False)
+            build_dataset(TINY, db, per_task=8, hop_share=0.5,
+                          measurer=SyntheticMeasurer(smooth_gflops, interrupt_after=11), progress=False)
         assert len(db) == 11  # everything measured before the interruption is stored
-        again = SyntheticMeasurer()
+        again = SyntheticMeasurer(smooth_gflops)
         outcomes = build_dataset(TINY, db, per_task=8, hop_share=0.5, measurer=again, progress=False)
         assert [o.records for o in outcomes] == [8, 8] and len(db) == 16
         assert len(again.measured) == 5  # only what was missing; nothing measured twice
         assert outcomes[0].skipped and not outcomes[1].skipped
-        third = SyntheticMeasurer()
+        third = SyntheticMeasurer(smooth_gflops)
         assert all(o.skipped for o in build_dataset(TINY, db, per_task=8, measurer=third, progress=False))
         assert third.measured == []
 
 
 def test_hop_walks_give_replay_start_states(tmp_path):
     with Database(tmp_path / "data.db") as db:
-        build_dataset(TINY[:1], db, per_task=12, hop_share=0.0, measurer=SyntheticMeasurer(), progress=False)
+        build_dataset(TINY[:1], db, per_task=12, hop_share=0.0, measurer=SyntheticMeasurer(smooth_gflops),
+                      progress=False)
         ga_only = dataset_stats(db).layers[0].replay_starts
     with Database(tmp_path / "hops.db") as db:
-        build_dataset(TINY[:1], db, per_task=12, hop_share=0.5, measurer=SyntheticMeasurer(), progress=False)
+        build_dataset(TINY[:1], db, per_task=12, hop_share=0.5, measurer=SyntheticMeasurer(smooth_gflops),
+                      progress=False)
         stats = dataset_stats(db)
     layer = stats.layers[0]
     assert layer.records == 12 and layer.ok == 12 and layer.best_gflops > 0
@@ -114,9 +116,9 @@ def test_build_rejects_bad_settings(tmp_path):
     with Database(tmp_path / "x.db") as db:
         for kwargs in ({"per_task": 0}, {"hop_share": 1.5}):
             with pytest.raises(InvalidArgumentError):
-                build_dataset(TINY, db, measurer=SyntheticMeasurer(), progress=False, **kwargs)
+                build_dataset(TINY, db, measurer=SyntheticMeasurer(smooth_gflops), progress=False, **kwargs)
         with pytest.raises(InvalidArgumentError, match="no layer"):
-            build_dataset([], db, measurer=SyntheticMeasurer(), progress=False)
+            build_dataset([], db, measurer=SyntheticMeasurer(smooth_gflops), progress=False)
 
 
 @pytest.mark.slow
@@ -131,7 +133,7 @@ def test_build_measures_real_kernels(tmp_path):
 def dataset(tmp_path):
     path = tmp_path / "data.db"
     with Database(path) as db:
-        build_dataset(TINY, db, per_task=8, hop_share=0.5, measurer=SyntheticMeasurer(), progress=False)
+        build_dataset(TINY, db, per_task=8, hop_share=0.5, measurer=SyntheticMeasurer(smooth_gflops), progress=False)
     return path
 
 

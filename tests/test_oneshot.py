@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fakes import SyntheticMeasurer, peak_at, small_matmul_space, smooth_perf, synthetic_tuner
+from fakes import SyntheticMeasurer, smooth_gflops, peak_at, small_matmul_space, smooth_perf, synthetic_tuner
 
 from tensorgym.agents.oneshot.agent import OneShotAgent
 from tensorgym.agents.oneshot.features import BatchFeaturizer, feature_names, reference_features
@@ -109,7 +109,7 @@ def test_oneshot_cli_trains_a_model_that_tune_uses(tmp_path, capsys):
     db = tmp_path / "data.db"
     with Database(db) as database:
         build_dataset([matmul(32, 48, 64, name="mm"), matmul(64, 32, 16, name="mm2")], database, per_task=24,
-                      hop_share=0.5, measurer=SyntheticMeasurer(), progress=False)
+                      hop_share=0.5, measurer=SyntheticMeasurer(smooth_gflops), progress=False)
     assert main(["oneshot", "train", "--db", str(db), "--out", str(tmp_path / "m.pt"), "--epochs", "2", "-q"]) == 0
     assert "48 samples of 2 layers" in capsys.readouterr().out
     assert main(["oneshot", "train", "--db", str(tmp_path / "missing.db"), "--out", str(tmp_path / "x.pt")]) == 2

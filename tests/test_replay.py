@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import SyntheticMeasurer, synthetic_record
+from fakes import SyntheticMeasurer, smooth_gflops, synthetic_record
 
 import tensorgym  # noqa: F401  (registers the ids)
 from tensorgym.database import Database
@@ -27,7 +27,7 @@ CONV_1X1 = conv2d(1, 16, 8, 8, 32, 1, 1, name="1x1")
 def replay_db(tmp_path_factory):
     path = tmp_path_factory.mktemp("replay") / "data.db"
     with Database(path) as db:
-        build_dataset([MM, CONV_1X1], db, per_task=40, hop_share=0.75, measurer=SyntheticMeasurer(),
+        build_dataset([MM, CONV_1X1], db, per_task=40, hop_share=0.75, measurer=SyntheticMeasurer(smooth_gflops),
                       progress=False)
     return path
 
@@ -74,7 +74,7 @@ def test_replay_never_starts_in_a_dead_end_and_masks_are_never_empty(replay_db):
 
 def test_replay_refuses_a_layer_without_neighbourhoods(tmp_path):
     with Database(tmp_path / "ga.db") as db:
-        build_dataset([MM], db, per_task=4, hop_share=0.0, measurer=SyntheticMeasurer(), progress=False)
+        build_dataset([MM], db, per_task=4, hop_share=0.0, measurer=SyntheticMeasurer(smooth_gflops), progress=False)
     env = gym.make("tensorgym/Matmul-v0", M=32, N=48, K=64, db=str(tmp_path / "ga.db"), backend="replay")
     with pytest.raises(RuntimeError, match="recorded 1-hop neighbour"):
         env.reset(seed=0)

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from fakes import SyntheticMeasurer
+from fakes import SyntheticMeasurer, smooth_gflops
 
 import tensorgym  # noqa: F401  (registers the ids)
 from tensorgym.agents.rl import LayerSampledEnv, PolicyMismatch, RLAgent, read_info
@@ -27,7 +27,7 @@ CONV_1X1 = conv2d(1, 16, 8, 8, 32, 1, 1, name="1x1")
 def replay_db(tmp_path_factory):
     path = tmp_path_factory.mktemp("rl") / "data.db"
     with Database(path) as db:
-        build_dataset([MM, CONV_1X1], db, per_task=40, hop_share=0.75, measurer=SyntheticMeasurer(),
+        build_dataset([MM, CONV_1X1], db, per_task=40, hop_share=0.75, measurer=SyntheticMeasurer(smooth_gflops),
                       progress=False)
     return path
 
