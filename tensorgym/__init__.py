@@ -11,7 +11,7 @@ from .config import Config, ConfigError
 from .database import Database
 from .errors import TensorgymError
 from .record import Record, Status
-from .target import local_cpu
+from .target import cuda_target, local_cpu
 from .workloads import conv2d, matmul
 
 from . import envs  # noqa: E402  (registers the environments)
@@ -22,5 +22,5 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["Config", "ConfigError", "Database", "Record", "Status", "TensorgymError", "conv2d", "envs", "local_cpu",
-           "make_env", "matmul", "workloads"]
+__all__ = ["Config", "ConfigError", "Database", "Record", "Status", "TensorgymError", "conv2d", "cuda_target", "envs",
+           "local_cpu", "make_env", "matmul", "workloads"]

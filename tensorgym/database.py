@@ -58,13 +58,16 @@ CREATE TABLE IF NOT EXISTS records (
     wall_s REAL NOT NULL DEFAULT 0,
     error TEXT NOT NULL DEFAULT '',
     created REAL NOT NULL,
+    device_state TEXT NOT NULL DEFAULT '{}',
     UNIQUE (workload, target, space, config)
 );
 CREATE INDEX IF NOT EXISTS records_by_speed ON records (workload, target, space, gflops);
 """
 
 _COLUMNS = ("id, workload, target, space, config, status, latency_s, latency_cv, samples, number, gflops, "
-            "build_s, run_s, wall_s, error, created")
+            "build_s, run_s, wall_s, error, created, device_state")
+# Columns added after schema version 1 was first released: (name, definition), added to older files on open.
+_ADDED_COLUMNS = (("device_state", "TEXT NOT NULL DEFAULT '{}'"),)
 
 
 class DatabaseError(TensorgymError, RuntimeError):
@@ -123,6 +126,10 @@ class Database:
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 self._conn.execute(statement)
             self._check_version()
+            present = {row[1] for row in self._conn.execute("PRAGMA table_info(records)")}
+            for column, definition in _ADDED_COLUMNS:
+                if column not in present:
+                    self._conn.execute(f"ALTER TABLE records ADD COLUMN {column} {definition}")
         except BaseException:
             self._conn.execute("ROLLBACK")
             raise
@@ -159,11 +166,12 @@ class Database:
         """Store ``record`` durably and return the stored row (the earlier one if it already existed)."""
         self._conn.execute(
             "INSERT OR IGNORE INTO records (workload, target, space, config, status, latency_s, latency_cv, samples, "
-            "number, gflops, build_s, run_s, wall_s, error, created) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "number, gflops, build_s, run_s, wall_s, error, created, device_state) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (record.workload, record.target, record.space, record.config.key, record.status.value, record.latency_s,
              record.latency_cv, json.dumps(list(record.samples)), record.number, record.gflops, record.build_s,
-             record.run_s, record.wall_s, record.error, record.created or time.time()),
+             record.run_s, record.wall_s, record.error, record.created or time.time(),
+             json.dumps(dict(record.device_state), sort_keys=True)),
         )
         stored = self.get(record.workload, record.target, record.space, record.config)
         assert stored is not None
@@ -225,8 +233,9 @@ def _where(**filters: str | None) -> tuple[str, tuple]:
 
 def _record(row: Iterable) -> Record:
     (rid, workload, target, space, config, status, latency_s, latency_cv, samples, number, gflops, build_s, run_s,
-     wall_s, error, created) = row
+     wall_s, error, created, device_state) = row
     return Record(workload=workload, target=target, space=space, config=Config.from_json(config),
                   status=Status(status), latency_s=latency_s, latency_cv=latency_cv,
                   samples=tuple(json.loads(samples)), number=number, gflops=gflops, build_s=build_s, run_s=run_s,
-                  wall_s=wall_s, error=error, created=created, id=rid)
+                  wall_s=wall_s, error=error, created=created,
+                  device_state=tuple(sorted(json.loads(device_state).items())), id=rid)

@@ -33,6 +33,9 @@ class Record:
     its check and timing; ``wall_s`` is what the measurement added to the wall
     clock of the run that made it (its share of the parallel build phase plus
     ``run_s``): tuning clocks charge it, also when a record is replayed.
+    ``device_state`` holds what the runner read from the device while timing, as
+    sorted ``(name, value)`` pairs (a GPU's SM and memory clocks in MHz, temperature,
+    power, NVML's clock-event reasons; empty on a CPU): ``dict(record.device_state)``.
     """
 
     workload: str
@@ -50,6 +53,7 @@ class Record:
     wall_s: float = 0.0
     error: str = ""
     created: float = 0.0
+    device_state: tuple[tuple[str, float], ...] = ()
     id: int | None = field(default=None, compare=False)
 
     @property

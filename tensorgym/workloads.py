@@ -9,7 +9,9 @@ The paper suites are data (:mod:`tensorgym.suites`); users build their own
 workloads with :func:`conv2d` and :func:`matmul`.
 
 Conventions (those of the seed papers' released scripts): batch 1 by default,
-NCHW activations, OIHW weights, fp32, zero padding.
+NCHW activations, OIHW weights, fp32, zero padding. Mixed precision: fp16 and
+bf16 inputs are multiplied and summed in fp32 and give an fp32 output
+(:data:`ACCUMULATOR_DTYPES`, the tensor-core convention of seed 001's kernels).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ LoopKind = Literal["spatial", "reduction"]
 # Conv input row index ``y * stride + ry`` is (("y", stride), ("ry", 1)).
 Access = tuple[tuple[tuple[str, int], ...], ...]
 
-SUPPORTED_DTYPES = ("float32",)
+SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
+# Input dtype -> the dtype products are summed and the output is written in.
+ACCUMULATOR_DTYPES = {"float32": "float32", "float16": "float32", "bfloat16": "float32"}
 
 
 class WorkloadError(TensorgymError, ValueError):
@@ -131,10 +135,15 @@ class Workload:
     def reduction_loops(self) -> tuple[Loop, ...]:
         return tuple(lp for lp in self.loops if lp.kind == "reduction")
 
+    @property
+    def out_dtype(self) -> str:
+        """The dtype products are summed and the output is written in (fp32 for fp16/bf16 inputs)."""
+        return ACCUMULATOR_DTYPES[self.dtype]
+
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Inputs for correctness checks: uniform in [-1, 1) so sign errors show."""
         rng = np.random.default_rng(seed)
-        return [rng.uniform(-1.0, 1.0, size=s).astype(self.dtype) for s in self.input_shapes]
+        return [rng.uniform(-1.0, 1.0, size=s).astype(numpy_dtype(self.dtype)) for s in self.input_shapes]
 
     def gflops(self, seconds: float) -> float:
         return self.flops / seconds / 1e9
@@ -154,6 +163,15 @@ def _check_positive(**values: int) -> None:
 def _check_dtype(dtype: str) -> None:
     if dtype not in SUPPORTED_DTYPES:
         raise WorkloadError(f"dtype {dtype!r} is not supported yet; use one of {SUPPORTED_DTYPES}")
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The NumPy dtype of a workload dtype name (bfloat16 comes from ``ml_dtypes``, a TVM dependency)."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
 
 
 @dataclass(frozen=True)
@@ -253,9 +271,10 @@ class Conv2d(Workload):
         rc = te.reduce_axis((0, self.C), name="rc")
         ry = te.reduce_axis((0, self.R), name="ry")
         rx = te.reduce_axis((0, self.S), name="rx")
+        acc = _accumulate(self.dtype)
         out = te.compute(
             self.output_shape,
-            lambda n, f, y, x: te.sum(source[n, rc, y * st + ry, x * st + rx] * kernel[f, rc, ry, rx],
+            lambda n, f, y, x: te.sum(acc(source[n, rc, y * st + ry, x * st + rx]) * acc(kernel[f, rc, ry, rx]),
                                       axis=[rc, ry, rx]),
             name="conv",
         )
@@ -272,7 +291,7 @@ class Conv2d(Workload):
     def describe(self) -> str:
         return (
             f"conv2d N={self.N} C={self.C} H={self.H} W={self.W} F={self.F} "
-            f"{self.R}x{self.S} stride={self.stride} pad={self.padding} -> {self.OH}x{self.OW}"
+            f"{self.R}x{self.S} stride={self.stride} pad={self.padding} -> {self.OH}x{self.OW}{_dtype_note(self.dtype)}"
         )
 
 
@@ -317,14 +336,25 @@ class Matmul(Workload):
         a = te.placeholder(self.input_shapes[0], self.dtype, name="A")
         b = te.placeholder(self.input_shapes[1], self.dtype, name="B")
         k = te.reduce_axis((0, self.K), name="k")
-        c = te.compute(self.output_shape, lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+        acc = _accumulate(self.dtype)
+        c = te.compute(self.output_shape, lambda i, j: te.sum(acc(a[i, k]) * acc(b[k, j]), axis=k), name="C")
         return te.create_prim_func([a, b, c])
 
     def reference(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return a.astype(np.float64) @ b.astype(np.float64)
 
     def describe(self) -> str:
-        return f"matmul M={self.M} N={self.N} K={self.K}"
+        return f"matmul M={self.M} N={self.N} K={self.K}{_dtype_note(self.dtype)}"
+
+
+def _dtype_note(dtype: str) -> str:
+    return "" if dtype == "float32" else f" {dtype} (sums in {ACCUMULATOR_DTYPES[dtype]})"
+
+
+def _accumulate(dtype: str):
+    """The cast applied to each operand of a product: none for fp32, to fp32 for fp16/bf16 inputs."""
+    out = ACCUMULATOR_DTYPES[dtype]
+    return (lambda x: x) if out == dtype else (lambda x: x.astype(out))
 
 
 _OPS: dict[str, type[Workload]] = {"conv2d": Conv2d, "matmul": Matmul}

@@ -38,6 +38,12 @@ class Space(ABC):
         self.workload = workload
         self.target = target
 
+    @classmethod
+    def for_target(cls, target: Target) -> "type[Space]":
+        """The class implementing this space on ``target``: itself, unless the space has one per target kind
+        (the ``tiles`` space of a CUDA target is a GPU sketch)."""
+        return cls
+
     # -- the contract -----------------------------------------------------
     @abstractmethod
     def sample(self, rng: np.random.Generator) -> Config:
@@ -63,6 +69,11 @@ class Space(ABC):
     @abstractmethod
     def apply(self, config: Config):
         """The scheduled ``tvm.IRModule`` (needs TVM; runs in build workers)."""
+
+    def configs(self) -> list[Config]:
+        """Every config of the space, for exhaustive search; only small spaces can list themselves."""
+        raise SpaceError(f"the {self.name!r} space of {self.workload.label} is too large to list; "
+                         f"search it with an agent that samples it")
 
     # -- features (cost models, observations) ------------------------------------
     def features(self, config: Config) -> np.ndarray:
@@ -139,7 +150,7 @@ class Space(ABC):
         Spaces whose kernels expect pre-packed layouts override this and
         :meth:`canonical_output`; the runner calls them, outside the timed region.
         """
-        return [*inputs, np.zeros(self.workload.output_shape, dtype=self.workload.dtype)]
+        return [*inputs, np.zeros(self.workload.output_shape, dtype=self.workload.out_dtype)]
 
     def canonical_output(self, config: Config, arguments: Sequence[np.ndarray]) -> np.ndarray:
         """The workload's output, in its canonical layout, from the kernel's arguments."""
