@@ -46,6 +46,12 @@ MutateParallel       0.01  the space always parallelises the fused S0 band,
                            one spatial loop
 =================  ======  ==================================================
 
+On a CUDA target the tiles space is Ansor's GPU sketch, and Ansor's GPU weights apply:
+``MutateTileSize`` 0.90, ``MutateAutoUnroll`` 0.10. In a template space (``cutlass``)
+the one rule ``knob`` gives a random knob another of its values. A child outside the
+space (beyond a GPU's thread, shared-memory or register limits, or a combination of
+template knobs that does not exist) is dropped, as Ansor drops invalid states.
+
 ``MutateTileSize`` (Ansor): pick a loop of extent > 1, randomly permute its
 levels; the first level ``src`` in that order whose tile is > 1 gives a random
 divisor (> 1) of its tile to the next level ``dst`` in the order (cyclically).
@@ -89,6 +95,10 @@ log = logging.getLogger(__name__)
 ANSOR_CPU_MUTATION_WEIGHTS: dict[str, float] = {
     "tile_size": 0.90, "unroll": 0.04, "compute_location": 0.05, "parallel": 0.01,
 }
+# Ansor's GPU mutation weights (tile_size .90, auto_unroll .10): the tiles space of a CUDA target.
+ANSOR_GPU_MUTATION_WEIGHTS: dict[str, float] = {"tile_size": 0.90, "unroll": 0.10}
+# Template spaces (cutlass) have no tiles: a mutation gives one knob another of its values.
+KNOB_MUTATION_WEIGHTS: dict[str, float] = {"knob": 1.0}
 
 
 # -- mutation and cross-over (pure functions of a config) ---------------------------------
@@ -142,12 +152,30 @@ def mutate_parallel(space: Space, config: Config, rng: np.random.Generator) -> C
     return mutate_tile_size(space, config, rng, levels=(0, 1), spatial_only=True)
 
 
+def mutate_knob(space: Space, config: Config, rng: np.random.Generator) -> Config | None:
+    """Another value for one knob (a coordinate of the space with more than one value)."""
+    coordinates = [c for c in space.coordinates if len(c.choices) > 1]
+    if not coordinates:
+        return None
+    coord = coordinates[int(rng.integers(len(coordinates)))]
+    others = [v for v in coord.choices if v != config[coord.knob]]
+    return config.replace(**{coord.knob: others[int(rng.integers(len(others)))]})
+
+
 MUTATIONS: dict[str, Callable[[Space, Config, np.random.Generator], Config | None]] = {
     "tile_size": mutate_tile_size,
     "unroll": mutate_unroll,
     "compute_location": mutate_compute_location,
     "parallel": mutate_parallel,
+    "knob": mutate_knob,
 }
+
+
+def default_mutation_weights(space: Space) -> dict[str, float]:
+    """Ansor's rule weights for the space's target (CPU or GPU tiles); one knob rule for template spaces."""
+    if space.name != "tiles":
+        return dict(KNOB_MUTATION_WEIGHTS)
+    return dict(ANSOR_GPU_MUTATION_WEIGHTS if space.target.kind == "cuda" else ANSOR_CPU_MUTATION_WEIGHTS)
 
 
 def crossover(a: Config, b: Config, rng: np.random.Generator) -> Config:
@@ -176,12 +204,13 @@ class GAAgent(SearchAgent):
         eps_greedy: share of each batch drawn at random (Ansor: 0.05, i.e. 3 of 64).
         init_measured_ratio: share of the initial population taken from the best measured configs (0.2).
         num_warmup_sample: measurements before the model's scores are trusted (Ansor: 100; here 64).
-        mutation_weights: rule -> weight (default: Ansor's CPU weights).
+        mutation_weights: rule -> weight (default: Ansor's CPU or GPU weights for the tiles space of
+            the target, the ``knob`` rule for template spaces).
         model_options: keyword arguments of :class:`~tensorgym.agents.cost_model.CostModel`.
     """
 
     name = "ga"
-    spaces = ("tiles",)
+    spaces = ("tiles", "cutlass")
 
     def __init__(self, features: str = "generic", *, population: int = 2048, generations: int = 4,
                  mutation_prob: float = 0.85, crossover_prob: float = 0.2, batch_size: int = 64,
@@ -198,11 +227,12 @@ class GAAgent(SearchAgent):
                 raise ValueError(f"{name} must be in [0, 1], got {p}")
         if num_warmup_sample < 0:
             raise ValueError(f"num_warmup_sample must be >= 0, got {num_warmup_sample}")
-        weights = dict(ANSOR_CPU_MUTATION_WEIGHTS if mutation_weights is None else mutation_weights)
-        unknown = set(weights) - set(MUTATIONS)
-        if unknown or not weights or min(weights.values()) < 0 or sum(weights.values()) <= 0:
-            raise ValueError(f"mutation_weights maps rules {sorted(MUTATIONS)} to non-negative weights "
-                             f"(not all zero); got {weights}")
+        if mutation_weights is not None:
+            weights = dict(mutation_weights)
+            unknown = set(weights) - set(MUTATIONS)
+            if unknown or not weights or min(weights.values()) < 0 or sum(weights.values()) <= 0:
+                raise ValueError(f"mutation_weights maps rules {sorted(MUTATIONS)} to non-negative weights "
+                                 f"(not all zero); got {weights}")
         self.features = features
         self.population = int(population)
         self.generations = int(generations)
@@ -212,9 +242,7 @@ class GAAgent(SearchAgent):
         self.eps_greedy = float(eps_greedy)
         self.init_measured_ratio = float(init_measured_ratio)
         self.num_warmup_sample = int(num_warmup_sample)
-        self._rules = list(weights)
-        total = sum(weights.values())
-        self._rule_p = np.array([weights[r] / total for r in self._rules])
+        self.mutation_weights = None if mutation_weights is None else dict(mutation_weights)
         self.model_options = dict(model_options or {})
 
     # -- the search ------------------------------------------------------------------------
@@ -276,6 +304,9 @@ class GAAgent(SearchAgent):
                 scorer: Callable[[list[Config]], np.ndarray], out_size: int) -> list[Config]:
         """Ansor's EvolutionarySearch: the ``out_size`` best-scored unmeasured configs met, best first."""
         space = tuner.space
+        weights = self.mutation_weights if self.mutation_weights is not None else default_mutation_weights(space)
+        rule_names = list(weights)
+        rule_p = np.array([weights[r] for r in rule_names]) / sum(weights.values())
         best: dict[Config, float] = {}
         pop = list(population)
         for generation in range(self.generations + 1):
@@ -298,15 +329,15 @@ class GAAgent(SearchAgent):
                 mates = rng.choice(len(pop), size=need, p=p)
                 cross = rng.random(need) < self.crossover_prob
                 mutate = rng.random(need) < self.mutation_prob
-                rules = rng.choice(len(self._rules), size=need, p=self._rule_p)
+                rules = rng.choice(len(rule_names), size=need, p=rule_p)
                 for i in range(need):
                     child = pop[parents[i]]
                     if cross[i]:
                         child = crossover(child, pop[mates[i]], rng)
                     if mutate[i]:
-                        child = MUTATIONS[self._rules[rules[i]]](space, child, rng)
-                        if child is None:
-                            continue
+                        child = MUTATIONS[rule_names[rules[i]]](space, child, rng)
+                    if child is None or not space.is_valid(child):  # a GPU's limits, a template's combinations
+                        continue
                     children.append(child)
             pop = children or pop
         ranked = sorted(best.items(), key=lambda kv: -kv[1])[:out_size]

@@ -23,12 +23,14 @@ SPACES: dict[str, str] = {
     "tiles": "tensorgym.spaces.tiles:TilesSpace",
     "microkernel": "tensorgym.spaces.microkernel:MicrokernelSpace",
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleSpace",
+    "cutlass": "tensorgym.spaces.cutlass:CutlassSpace",
 }
 
 # Environment classes: the name of the space they work in -> class (``TuningEnv.space_name``).
 ENVS: dict[str, str] = {
     "tiles": "tensorgym.envs.tile_hop:TileHopEnv",
     "microkernel": "tensorgym.envs.microkernel_env:MicrokernelEnv",
+    "cutlass": "tensorgym.envs.cutlass_env:CutlassEnv",
 }
 
 # Agents: name -> class (``Agent.name``).
@@ -39,6 +41,7 @@ AGENTS: dict[str, str] = {
     "optuna": "tensorgym.agents.optuna_agent:OptunaAgent",
     "random-structured": "tensorgym.agents.random_structured:RandomStructuredAgent",
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",
+    "exhaustive": "tensorgym.agents.exhaustive:ExhaustiveAgent",
 }
 
 # kind -> (registry, what its names are called in messages)
@@ -76,8 +79,8 @@ def agent_class(name: str) -> type:
 
 
 def make_space(name: str, workload, target, **options: Any):
-    """The space named ``name`` over ``workload`` on ``target``."""
-    return space_class(name)(workload, target, **options)
+    """The space named ``name`` over ``workload`` on ``target`` (its implementation for the target's kind)."""
+    return space_class(name).for_target(target)(workload, target, **options)
 
 
 def make_agent(name: str, **options: Any):

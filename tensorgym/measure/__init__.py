@@ -2,6 +2,6 @@
 
 from .measurer import Measurer
 from .protocol import TimingProtocol
-from .runner import LocalRunner, Runner
+from .runner import CudaRunner, LocalRunner, Runner
 
-__all__ = ["LocalRunner", "Measurer", "Runner", "TimingProtocol"]
+__all__ = ["CudaRunner", "LocalRunner", "Measurer", "Runner", "TimingProtocol"]

@@ -14,13 +14,15 @@
   The runner is restarted and the batch goes on.
 
 The default runner is a :class:`~tensorgym.measure.runner.LocalRunner`
-(a child process on this machine); other runners (remote devices, GPUs)
-are passed in. The measurer holds no results: persisting them is the
+(a child process on this machine) for a CPU target and a
+:class:`~tensorgym.measure.runner.CudaRunner` for a CUDA one; other runners
+(remote devices) are passed in. The measurer holds no results: persisting them is the
 :class:`~tensorgym.evaluator.Evaluator`'s job.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import shutil
 import tempfile
@@ -32,7 +34,7 @@ from ..record import Record, Status, summarize_samples
 from ..spaces.base import Space
 from ..target import Target, resolve_target
 from .protocol import TimingProtocol
-from .runner import LocalRunner, Runner
+from .runner import Runner, default_runner
 from .tasks import FAULTS
 from .worker import Outcome, Worker, run_all
 
@@ -47,12 +49,14 @@ class Measurer:
     Args:
         target: where kernels run (default: the local CPU; a given ``runner``'s target otherwise).
         runner: checks and times the built kernels (default: a
-            :class:`~tensorgym.measure.runner.LocalRunner` on this machine).
+            :class:`~tensorgym.measure.runner.LocalRunner` on this machine, a
+            :class:`~tensorgym.measure.runner.CudaRunner` for a CUDA target).
         builders: build processes (default: one per core of this machine).
         protocol: the timing protocol of the default runner (a given runner has its own).
-        build_timeout: seconds allowed to build one kernel (MetaSchedule's default). A few
-            tiles configs (unroll 512 over a large register tile) take LLVM minutes to
-            compile and are not fast when they are built.
+        build_timeout: seconds allowed to build one kernel (default: 30, MetaSchedule's; 600 for
+            a CUDA target, where a CUTLASS kernel takes nvcc up to a minute). A few tiles configs
+            (unroll 512 over a large register tile) take LLVM minutes to compile and are not fast
+            when they are built.
         run_timeout: seconds allowed to check and time one kernel; ``None`` scales
             with the workload: 10 s + 25 s per GFLOP.
         faults: test hook, ``{config: "crash" | "hang"}``: the local runner crashes or
@@ -60,14 +64,16 @@ class Measurer:
     """
 
     def __init__(self, target: Target | str | None = None, *, runner: Runner | None = None,
-                 builders: int | None = None, protocol: TimingProtocol | None = None, build_timeout: float = 30.0,
+                 builders: int | None = None, protocol: TimingProtocol | None = None,
+                 build_timeout: float | None = None,
                  run_timeout: float | None = None, faults: Mapping[Config, str] | None = None):
         if runner is not None and protocol is not None:
             raise ValueError("pass the protocol to the runner, not to the Measurer, when you give a runner")
         self.target = runner.target if runner is not None and target is None else resolve_target(target)
         if runner is not None and runner.target.fingerprint != self.target.fingerprint:
             raise ValueError(f"the runner times on {runner.target.label}, not on {self.target.label}")
-        self.build_timeout = build_timeout
+        self.build_timeout = build_timeout if build_timeout is not None else (
+            600.0 if self.target.kind == "cuda" else 30.0)
         self.run_timeout = run_timeout
         self.faults = dict(faults or {})
         for mode in self.faults.values():
@@ -75,10 +81,12 @@ class Measurer:
                 raise ValueError(f"unknown fault {mode!r}; use one of {FAULTS}")
         self._workdir = tempfile.mkdtemp(prefix="tensorgym-")
         n_builders = builders or resolve_target(None).num_cores
-        # One thread per builder: parallelism comes from the processes.
-        self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"})
+        # One thread per builder: parallelism comes from the processes. Builders import TVM up front
+        # (their imports overlap); a CUDA machine without TVM can still build CUTLASS kernels.
+        preload = ("tvm",) if importlib.util.find_spec("tvm") is not None else ()
+        self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"}, preload=preload)
                           for i in range(n_builders)]
-        self.runner = runner if runner is not None else LocalRunner(self.target, self._workdir, protocol)
+        self.runner = runner if runner is not None else default_runner(self.target, self._workdir, protocol)
         self.kernels_built = 0
         self.kernels_run = 0
 
@@ -167,5 +175,6 @@ class Measurer:
         if result["status"] != "ok":
             return Record(status=Status(result["status"]), error=result.get("error", ""), **base)
         median, cv = summarize_samples(result["samples"])
+        state = tuple(sorted((str(k), float(v)) for k, v in result.get("device_state", {}).items()))
         return Record(status=Status.OK, latency_s=median, latency_cv=cv, samples=tuple(result["samples"]),
-                      number=result["number"], gflops=space.workload.gflops(median), **base)
+                      number=result["number"], gflops=space.workload.gflops(median), device_state=state, **base)

@@ -13,13 +13,17 @@ Every runner checks and times the same way: on the device side it calls
 the runner's :class:`~tensorgym.measure.TimingProtocol`. Runners differ only in
 where that happens:
 
-* :class:`LocalRunner`: a long-lived child process on this machine (the default);
-* a TVM RPC runner (remote devices) and a CUDA runner plug in here, without
-  touching spaces, environments or agents.
+* :class:`LocalRunner`: a long-lived child process on this machine (the default for CPUs);
+* :class:`CudaRunner`: a long-lived child process holding a CUDA context on this
+  machine's GPU (the default for CUDA targets); it checks and times with
+  :func:`tensorgym.measure.cuda_tasks.run_cuda` (CUDA events, L2 flushed between samples);
+* a TVM RPC runner (remote devices) plugs in here too, without touching spaces,
+  environments or agents.
 """
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -67,6 +71,19 @@ class Runner(ABC):
         self.close()
 
 
+# The GPU protocol: every sample is one call timed by CUDA events after an L2 flush (a call of a few
+# microseconds is still far above the events' resolution), 10 to 50 of them per round.
+GPU_TIMING = TimingProtocol(warmup_ms=20.0, process_warmup_ms=300.0, min_repeat_ms=0.0, round_ms=50.0,
+                            min_samples=10, max_samples=50, target_spread=0.02, max_timing_ms=300.0)
+
+
+def default_runner(target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None) -> "Runner":
+    """The runner for ``target`` on this machine: a :class:`CudaRunner` for CUDA, else a :class:`LocalRunner`."""
+    if target.kind == "cuda":
+        return CudaRunner(target, work_dir, protocol)
+    return LocalRunner(target, work_dir, protocol)
+
+
 class LocalRunner(Runner):
     """One long-lived child process on this machine that runs every core (``TVM_NUM_THREADS``).
 
@@ -92,3 +109,57 @@ class LocalRunner(Runner):
     @property
     def restarts(self) -> int:
         return self._worker.restarts
+
+
+class CudaRunner(Runner):
+    """One long-lived child process with a CUDA context on this machine's GPU (see :mod:`.cuda_tasks`).
+
+    It runs nvcc-built cubins and CUTLASS libraries, checks them against NumPy and times them
+    with CUDA events (default protocol :data:`GPU_TIMING`). A kernel that faults takes the
+    CUDA context with it: the process is replaced (a restart) and the record is a
+    ``runtime_error``. The process imports no TVM.
+    """
+
+    def __init__(self, target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None):
+        if target.kind != "cuda":
+            raise ValueError(f"the CUDA runner times CUDA targets, not {target.label}")
+        super().__init__(target, protocol or GPU_TIMING)
+        self._worker = Worker("cuda-runner", work_dir, preload=("tensorgym.measure.cuda_tasks",))
+        self._lost_contexts = 0
+        self._checked = False
+
+    def start(self) -> None:
+        if not self._checked:
+            self._check_device()
+            self._checked = True
+        self._worker.start()
+
+    def _check_device(self) -> None:
+        """Refuse to time anything unless this machine has the GPU the target describes (no records then)."""
+        from ..cuda.driver import GpuUnavailable, describe_gpu
+        from ..target import TargetError
+
+        ordinal = int(os.environ.get("TENSORGYM_CUDA_DEVICE", "0"))
+        try:
+            here = describe_gpu(ordinal)["name"]
+        except GpuUnavailable as exc:
+            raise TargetError(f"cannot time kernels for {self.target.label} here: {exc}") from None
+        if here != self.target.device.name:
+            raise TargetError(f"this machine's GPU {ordinal} is a {here}, not the {self.target.device.name} the "
+                              f"target describes; measure with target='cuda'")
+
+    def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
+            fault: str | None = None) -> Outcome:
+        outcome = self._worker.call("tensorgym.measure.cuda_tasks:run_cuda", space, config, artifact, check=check,
+                                    protocol=self.protocol, fault=fault, timeout=timeout)
+        if outcome.kind == "error" and "GpuContextLost" in outcome.error:
+            self._worker.close()  # the next kernel gets a fresh process and context
+            self._lost_contexts += 1
+        return outcome
+
+    def close(self) -> None:
+        self._worker.close()
+
+    @property
+    def restarts(self) -> int:
+        return self._worker.restarts + self._lost_contexts

@@ -47,6 +47,7 @@ SPATIAL_LEVELS = 4
 REDUCTION_LEVELS = 2
 UNROLL_CHOICES = (0, 16, 64, 512)  # Ansor's CPU auto-unroll max steps
 MAX_INNERMOST = 64  # Ansor's max_innermost_split_factor
+_SAMPLE_TRIES = 100_000  # random tilings drawn for one that fits the device's limits
 
 
 @dataclass(frozen=True)
@@ -63,31 +64,59 @@ class Coordinate:
 
 
 class TilesSpace(Space):
-    """Multi-level tiling (SSRSRS) of a conv2d or matmul on the LLVM CPU target."""
+    """Multi-level tiling (SSRSRS) of a conv2d or matmul on the LLVM CPU target.
+
+    Subclasses tile for other targets (:class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`,
+    CUDA) by setting ``target_kind`` and the level counts, and by overriding
+    :meth:`scalar_knob_choices`, :meth:`limit_violations` (the device's limits, which masks,
+    samples and hops respect) and the schedule.
+    """
 
     name = "tiles"
     feature_names = FEATURE_NAMES
+    target_kind = "llvm"
+    spatial_levels = SPATIAL_LEVELS
+    reduction_levels = REDUCTION_LEVELS
+
+    @classmethod
+    def for_target(cls, target: Target) -> type[Space]:
+        """The tiles space of a CUDA target is :class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`."""
+        if target.kind == "cuda":
+            from .gpu_space import GpuTilesSpace
+
+            return GpuTilesSpace
+        return cls
 
     def __init__(self, workload: Workload, target: Target, *, unroll_choices: tuple[int, ...] = UNROLL_CHOICES,
                  max_innermost: int = MAX_INNERMOST):
         super().__init__(workload, target)
-        if target.kind != "llvm":
-            raise SpaceError(f"the tiles space targets LLVM CPUs; got target kind {target.kind!r}")
+        if target.kind != self.target_kind:
+            raise SpaceError(f"{type(self).__name__} targets {self.target_kind!r}; got target kind {target.kind!r} "
+                             f"(tensorgym.catalog.make_space('tiles', ...) picks the tiles space of a target)")
         self.unroll_choices = tuple(unroll_choices)
         self.max_innermost = max_innermost
         self.loops = workload.loops
-        self.levels = {lp.name: SPATIAL_LEVELS if lp.kind == "spatial" else REDUCTION_LEVELS for lp in self.loops}
+        self.levels = {lp.name: self.spatial_levels if lp.kind == "spatial" else self.reduction_levels
+                       for lp in self.loops}
         self.extents = {lp.name: lp.extent for lp in self.loops}
+        self.scalar_knobs = self.scalar_knob_choices()
         coords: list[Coordinate] = []
         for lp in self.loops:
             if lp.extent > 1:
                 for level in range(1, self.levels[lp.name]):
                     coords.append(Coordinate(lp.name, level, divisors(lp.extent)))
-        coords.append(Coordinate("unroll", -1, self.unroll_choices))
-        coords.append(Coordinate("cache_write", -1, (0, 1)))
+        coords += [Coordinate(knob, -1, choices) for knob, choices in self.scalar_knobs.items()]
         self.coordinates: tuple[Coordinate, ...] = tuple(coords)
-        self._knobs = frozenset([lp.name for lp in self.loops] + ["unroll", "cache_write"])
+        self._knobs = frozenset([lp.name for lp in self.loops] + list(self.scalar_knobs))
         self.generic_feature_names = generic_feature_names(self)
+
+    def scalar_knob_choices(self) -> dict[str, tuple[int, ...]]:
+        """The knobs that are not tile sizes, with their choices (CPU: ``unroll`` and ``cache_write``)."""
+        return {"unroll": self.unroll_choices, "cache_write": (0, 1)}
+
+    def limit_violations(self, config: Config) -> list[str]:
+        """The device limits ``config``'s tiles exceed (none on a CPU: every tiling fits)."""
+        return []
 
     def __getstate__(self):
         return {"workload": self.workload, "target": self.target, "unroll_choices": self.unroll_choices,
@@ -120,20 +149,27 @@ class TilesSpace(Space):
                 )
             if tiles[-1] > self.max_innermost:
                 raise SpaceError(f"innermost tile of {lp.name!r} is {tiles[-1]} > {self.max_innermost}")
-        if config["unroll"] not in self.unroll_choices:
-            raise SpaceError(f"unroll must be one of {self.unroll_choices}, got {config['unroll']!r}")
-        if config["cache_write"] not in (0, 1):
-            raise SpaceError(f"cache_write must be 0 or 1, got {config['cache_write']!r}")
+        for knob, choices in self.scalar_knobs.items():
+            if config[knob] not in choices:
+                raise SpaceError(f"{knob} must be one of {choices}, got {config[knob]!r}")
+        problems = self.limit_violations(config)
+        if problems:
+            raise SpaceError(f"config exceeds the limits of {self.target.label}: {'; '.join(problems)}")
 
     # -- sampling and moves ---------------------------------------------------
     def sample(self, rng: np.random.Generator) -> Config:
-        values: dict[str, object] = {}
-        for lp in self.loops:
-            options = factorizations(lp.extent, self.levels[lp.name], self.max_innermost)
-            values[lp.name] = options[int(rng.integers(len(options)))]
-        values["unroll"] = self.unroll_choices[int(rng.integers(len(self.unroll_choices)))]
-        values["cache_write"] = int(rng.integers(2))
-        return Config(values)
+        for _ in range(_SAMPLE_TRIES):
+            values: dict[str, object] = {}
+            for lp in self.loops:
+                options = factorizations(lp.extent, self.levels[lp.name], self.max_innermost)
+                values[lp.name] = options[int(rng.integers(len(options)))]
+            for knob, choices in self.scalar_knobs.items():
+                values[knob] = choices[int(rng.integers(len(choices)))]
+            config = Config(values)
+            if not self.limit_violations(config):  # Ansor's sampler likewise draws until a tiling fits
+                return config
+        raise SpaceError(f"no random tiling of {self.workload.label} out of {_SAMPLE_TRIES} fits the limits of "
+                         f"{self.target.label}")
 
     def coordinate_index(self, config: Config, coord: Coordinate) -> int:
         value = config[coord.knob] if coord.level < 0 else config[coord.knob][coord.level]
@@ -162,11 +198,14 @@ class TilesSpace(Space):
     def hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
         """Move one coordinate one step (+1 / -1) in its sorted list; None if that leaves the space."""
         value = self._hopped_value(config, coordinate, direction)
-        return None if value is None else config.replace(**{self.coordinates[coordinate].knob: value})
+        if value is None:
+            return None
+        hopped = config.replace(**{self.coordinates[coordinate].knob: value})
+        return None if self.limit_violations(hopped) else hopped
 
     def hop_mask(self, config: Config) -> np.ndarray:
         """``mask[2 * i + (0 if up else 1)]``: whether hopping coordinate ``i`` up/down stays in the space."""
-        return np.array([self._hopped_value(config, i, d) is not None
+        return np.array([self.hop(config, i, d) is not None
                          for i in range(len(self.coordinates)) for d in (1, -1)], dtype=bool)
 
     def neighbours(self, config: Config, hops: int = 1) -> list[Config]:
@@ -219,7 +258,7 @@ class TilesSpace(Space):
 
     def describe(self, config: Config) -> str:
         parts = [f"{lp.name}={'x'.join(map(str, config[lp.name]))}" for lp in self.loops if lp.extent > 1]
-        return " ".join(parts + [f"unroll={config['unroll']}", f"cache_write={config['cache_write']}"])
+        return " ".join(parts + [f"{knob}={config[knob]}" for knob in self.scalar_knobs])
 
     # -- schedule -------------------------------------------------------------
     def apply(self, config: Config):
