@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from tensorgym.catalog import ENVS, make_agent
 from tensorgym.database import default_path
 from tensorgym.envs.registration import make_env, workload_of
+from tensorgym.target import resolve_target
+from tensorgym.workloads import SUPPORTED_DTYPES
 from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, check_budget
 
@@ -20,6 +23,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("env_id", help="e.g. Conv2d-ResNet-R5-v0 (see `tensorgym list`)")
     p.add_argument("--shape", help="shape of tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, e.g. M=512,N=768,K=3072")
     p.add_argument("--agent", default="random", help="search agent (default: random)")
+    p.add_argument("--target", default="llvm", help="llvm (this CPU, default) or cuda (this machine's GPU)")
+    p.add_argument("--dtype", choices=SUPPORTED_DTYPES, default=None,
+                   help="input dtype (default: the layer's, float32); float16/bfloat16 sum in float32")
     p.add_argument("--space", default=None, choices=tuple(ENVS),
                    help="search space (default: the agent's, tiles for most)")
     p.add_argument("--features", choices=("af", "generic"),
@@ -38,13 +44,16 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     # Everything that can be refused is checked before the database file is created.
     workload = workload_of(args.env_id, parse_shape(args.shape))
+    if args.dtype:
+        workload = dataclasses.replace(workload, dtype=args.dtype)
+    target = resolve_target(args.target)
     agent = make_agent(args.agent, **({"features": args.features} if args.features else {}))
     space = args.space or agent.env_space
     agent.check_space(space)
     check_budget(args.budget, args.time_budget)
     db = args.db if args.db is not None else default_path()
     print(f"database: {db}", file=sys.stderr)
-    env = make_env(workload, space=space, db=db)
+    env = make_env(workload, space=space, db=db, target=target)
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())
@@ -66,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         from tensorgym.baselines import VendorUnavailable, time_vendor
 
         try:
-            ref = time_vendor(workload)
+            ref = time_vendor(workload, target=target)
             rows.append((f"{ref.library} {ref.layout}", f"{ref.gflops:.1f}", f"{ref.latency_s * 1e3:.3f}",
                          f"{ref.latency_cv * 100:.1f}", ""))
             if result.best_gflops:
