@@ -39,7 +39,7 @@ from tensorgym.database import Database
 from tensorgym.envs.registration import make_env
 from tensorgym.record import Status
 from tensorgym.suites import SUITES
-from tensorgym.target import cuda_target, resolve_target
+from tensorgym.target import TargetError, cuda_target, resolve_target
 from tensorgym.text import format_table, slug
 from tensorgym.tuner import ProgressBarCallback, TuningResult
 from tensorgym.workloads import Workload
@@ -64,8 +64,9 @@ def run_cutlass(target, db: Database, measurer, out: Path, seed: int, progress: 
         size = len(env.search_space.configs())
         print(f"cutlass: profiling all {size} configs of {workload.label} {workload.dtype} on {target.label}",
               flush=True)
-        result = make_agent("exhaustive").tune(env, budget=None, time_budget=3 * 3600, seed=seed,
-                                               callback=ProgressBarCallback() if progress else None)
+        # Large batches: the first one (split-K 1, every template and swizzle) compiles on every core at once.
+        result = make_agent("exhaustive", batch_size=160).tune(
+            env, budget=None, time_budget=3 * 3600, seed=seed, callback=ProgressBarCallback() if progress else None)
     finally:
         env.close()
     result.save(_result_path(out, "cutlass", CUTLASS_LAYER))
@@ -226,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or bad_runs:
         parser.error(f"unknown parts {sorted(unknown)} or runs {bad_runs} (runs are AGENT:LAYER, agents dgd/ga, "
                      f"layers {', '.join(LAYERS)})")
-    target = resolve_target("cuda")
+    try:
+        target = resolve_target("cuda")
+    except TargetError as exc:
+        print(f"bench_cuda: {exc}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"target {target.label}; fingerprint {target.fingerprint}; device {json.dumps(target.to_json()['device'])}",

@@ -44,6 +44,9 @@ _LLVM_FEATURES = {
 }
 
 
+CUDA_DEVICE_ENV = "TENSORGYM_CUDA_DEVICE"
+
+
 class TargetError(TensorgymError, ValueError):
     """The requested target is not available on this machine."""
 
@@ -274,13 +277,18 @@ def local_cuda(ordinal: int = 0) -> Target:
     return dataclasses.replace(local_cpu(), kind="cuda", device=CudaDevice(**properties, toolkit=toolkit))
 
 
+def cuda_ordinal() -> int:
+    """The GPU ``target="cuda"`` means, and the one kernels are timed on: ``$TENSORGYM_CUDA_DEVICE`` (default 0)."""
+    return int(os.environ.get(CUDA_DEVICE_ENV, "0"))
+
+
 def resolve_target(target: "str | Target | None") -> Target:
-    """Accept a Target, ``None``/``"llvm"``/``"cpu"`` (the local CPU) or ``"cuda"``/``"cuda:N"`` (a local GPU)."""
+    """Accept a Target, ``None``/``"llvm"``/``"cpu"`` (the local CPU) or ``"cuda"`` (this machine's GPU)."""
     if isinstance(target, Target):
         return target
     if target in (None, "llvm", "cpu", "local"):
         return local_cpu()
-    if isinstance(target, str) and re.fullmatch(r"cuda(:\d+)?", target):
-        return local_cuda(int(target.partition(":")[2] or 0))
+    if target == "cuda":
+        return local_cuda(cuda_ordinal())
     raise TargetError(f"unknown target {target!r}; use 'llvm' (local CPU), 'cuda' (local GPU) or a "
                       f"tensorgym.target.Target")

@@ -70,6 +70,26 @@ def test_tvm_target_of_an_h100():
     assert int(target.attrs["max_threads_per_block"]) == 1024
 
 
+def test_the_local_gpu_becomes_a_cuda_target(monkeypatch):
+    """What the driver and nvcc report is what the target holds (here without a GPU: both are stand-ins)."""
+    import tensorgym.cuda.driver as driver
+    import tensorgym.cuda.nvcc as nvcc
+    from tensorgym.target import local_cuda
+
+    h100 = dataclasses.asdict(KNOWN_GPUS["h100"])
+    reported = {k: v for k, v in h100.items() if k not in ("toolkit", "max_registers_per_thread")}
+    monkeypatch.setattr(driver, "describe_gpu", lambda ordinal: dict(reported, driver="580.159.04 (CUDA 13.0)"))
+    monkeypatch.setattr(nvcc, "nvcc_version", lambda: "13.0.88")
+    local_cuda.cache_clear()
+    try:
+        target = local_cuda(0)
+    finally:
+        local_cuda.cache_clear()
+    assert target.kind == "cuda" and target.device.name == "NVIDIA H100 80GB HBM3"
+    assert target.device.driver == "580.159.04 (CUDA 13.0)" and target.device.toolkit == "13.0.88"
+    assert target.fingerprint != H100.fingerprint  # the driver and toolkit key records too
+
+
 @needs_no_gpu
 def test_cuda_without_a_gpu_is_one_clear_error(tmp_path):
     with pytest.raises(TargetError, match="target='cuda' is not usable here: .*driver"):
@@ -231,7 +251,7 @@ def test_nvcc_compiles_a_cubin_and_caches_it(tmp_path, monkeypatch):
 def test_the_builder_writes_a_manifest(tmp_path, monkeypatch):
     import json
 
-    from tensorgym.measure.tasks import build
+    from tensorgym.measure.cuda_tasks import build
 
     monkeypatch.setenv("TENSORGYM_CUDA_CACHE", str(tmp_path / "cache"))
     space = make_space("tiles", conv2d(1, 8, 8, 8, 16, 3, 3), H100)
@@ -275,3 +295,92 @@ def test_ga_uses_ansors_gpu_mutation_rules(gpu_space):
 
     assert default_mutation_weights(gpu_space) == ANSOR_GPU_MUTATION_WEIGHTS == {"tile_size": 0.90, "unroll": 0.10}
     assert "cache_write" not in gpu_space.scalar_knobs
+
+
+# -- the runner's plumbing, on a GPU simulated with NumPy ----------------------------------------------
+class _SimulatedGpu:
+    """Device memory as NumPy arrays; a "kernel" computes the workload with NumPy from its pointer arguments,
+    read in the order TVM gives a kernel's parameters (sorted buffer names). Checks what run_cuda does
+    around the driver: arguments, their order, the check, the protocol, the clocks."""
+
+    def __init__(self, workload, forget_output=False):
+        self.workload, self.forget_output = workload, forget_output
+        self.memory: dict[int, np.ndarray] = {}
+        self.clocks = type("Clocks", (), {"read": staticmethod(lambda: {"sm_clock_mhz": 1980.0})})()
+        self.flushes = 0
+
+    def upload(self, array):
+        self.memory[len(self.memory) + 1] = np.array(array, copy=True)
+        return len(self.memory)
+
+    def download(self, pointer, like):
+        return self.memory[pointer].copy()
+
+    def free(self, pointer):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def load(self, cubin, name, dynamic_shared_bytes):
+        return "module", "function"
+
+    def unload(self, module):
+        pass
+
+    def launcher(self, function, grid, block, dynamic_shared_bytes, pointers):
+        buffers = [p.name for p in self.workload.te_func().params]  # inputs..., output
+        names = sorted(buffers)  # TVM's kernel parameter order
+
+        def launch():
+            arrays = dict(zip(names, (self.memory[p] for p in pointers)))
+            if not self.forget_output:
+                arrays[buffers[-1]][...] = self.workload.reference(*(arrays[n] for n in buffers[:-1]))
+
+        return launch
+
+    def time_launches(self, launch, number, flush=True):
+        self.flushes += flush
+        for _ in range(number):
+            launch()
+        return 2e-5
+
+
+@pytest.mark.parametrize("workload", [matmul(32, 48, 16), conv2d(1, 4, 8, 8, 8, 3, 3)], ids=["matmul", "conv"])
+def test_the_cuda_runner_passes_arguments_in_the_kernels_order(workload, tmp_path, monkeypatch):
+    import json
+
+    from tensorgym.measure import cuda_tasks
+    from tensorgym.measure.runner import GPU_TIMING
+
+    space = make_space("tiles", workload, H100)
+    config = space.sample(np.random.default_rng(0))
+    kernel = space.cuda_kernel(config)
+    (tmp_path / "k.cubin").write_bytes(b"\x7fELF")
+    for forget, status in ((False, "ok"), (True, "wrong_result")):
+        gpu = _SimulatedGpu(workload, forget_output=forget)
+        monkeypatch.setattr(cuda_tasks, "session", lambda gpu=gpu: gpu)
+        manifest = tmp_path / "k.json"
+        manifest.write_text(json.dumps(kernel.manifest(str(tmp_path / "k.cubin"), {})))
+        result = cuda_tasks.run_cuda(space, config, str(manifest), check=True, protocol=GPU_TIMING)
+        assert result["status"] == status and not manifest.exists()
+        if status == "ok":
+            assert len(result["samples"]) >= GPU_TIMING.min_samples and result["number"] == 1
+            assert gpu.flushes >= len(result["samples"])  # the L2 is flushed before every sample
+            assert result["device_state"]["sm_clock_mhz"] == 1980.0
+
+
+def test_the_gpu_protocol_times_one_call_per_sample_and_stops_at_200():
+    from tensorgym.measure.runner import GPU_TIMING
+
+    rng = np.random.default_rng(0)
+    numbers = []
+
+    def noisy(number: int, repeat: int) -> list[float]:  # a 20 us kernel whose samples spread 20 %
+        numbers.append(number)
+        return list(2e-5 * (1 + 0.2 * rng.random(repeat)))
+
+    samples, number = GPU_TIMING.run(2e-5, noisy)
+    assert number == 1 and set(numbers[1:]) == {1}  # after the warm-up, every sample is one (flushed) call
+    assert numbers[0] == 1000  # the warm-up: 20 ms of calls
+    assert 10 <= len(samples) <= 200

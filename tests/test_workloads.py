@@ -67,7 +67,7 @@ def test_workload_identity_ignores_display_names_and_round_trips_json():
     lambda: conv2d(1, 3, 8, 8, 8, 2, 2),  # 'same' needs an odd kernel
     lambda: conv2d(1, 3, 8, 8, 8, 3, 3, padding=-1),
     lambda: matmul(4, 4, 2.5),
-    lambda: Matmul(4, 4, 4, dtype="float16"),
+    lambda: Matmul(4, 4, 4, dtype="float64"),
 ])
 def test_bad_shapes_raise_clear_errors(build):
     with pytest.raises(WorkloadError):

@@ -1,6 +1,6 @@
 """The CUDA halves of a measurement: building (in the builder pool) and running (in the CUDA runner).
 
-``build_cuda`` asks the space for its :class:`~tensorgym.cuda.kernel.CudaKernel`
+:func:`build` (the CUDA runner's ``build_task``) asks the space for its :class:`~tensorgym.cuda.kernel.CudaKernel`
 (TVM-generated source, or a CUTLASS operator), compiles it with nvcc (cached by content)
 and writes a small JSON *manifest* beside the artifacts: where the binary is and how to
 launch it. ``run_cuda`` runs in the CUDA runner's process, which keeps one CUDA context
@@ -39,6 +39,7 @@ from ..config import Config
 from ..cuda.driver import CudaError, GpuSession, load_library, unload_library
 from ..cuda.nvcc import compile_cuda
 from ..spaces.base import Space
+from ..target import cuda_ordinal
 from .protocol import TimingProtocol
 from .tasks import reference_data, relative_error
 
@@ -54,15 +55,16 @@ class KernelRejected(RuntimeError):
 
 
 # -- builder side -----------------------------------------------------------------------------
-def build_cuda(space: Space, config: Config, out_dir: str) -> str:
-    """Generate, compile and describe ``config``'s kernel; returns the manifest's path."""
+def build(space: Space, config: Config, out_dir: str) -> dict[str, Any]:
+    """Generate, compile (nvcc, cached) and describe ``config``'s kernel: ``{"path": manifest, "seconds": s}``."""
+    t0 = time.perf_counter()
     kernel = space.cuda_kernel(config)
     compiled = compile_cuda(kernel.source, output=kernel.output, gencode=kernel.gencode, flags=kernel.flags,
                             include_dirs=kernel.include_dirs)
     manifest = Path(out_dir) / f"{uuid.uuid4().hex}.json"
     manifest.write_text(json.dumps({**kernel.manifest(compiled.path, compiled.resources),
                                     "compile_s": compiled.seconds}))
-    return str(manifest)
+    return {"path": str(manifest), "seconds": time.perf_counter() - t0}
 
 
 # -- runner side ------------------------------------------------------------------------------
@@ -70,7 +72,7 @@ def session() -> GpuSession:
     """This process's CUDA context (created on first use, on device ``$TENSORGYM_CUDA_DEVICE`` or 0)."""
     global _session
     if _session is None:
-        _session = GpuSession(int(os.environ.get("TENSORGYM_CUDA_DEVICE", "0")))
+        _session = GpuSession(cuda_ordinal())
     return _session
 
 

@@ -40,8 +40,6 @@ from .worker import Outcome, Worker, run_all
 
 log = logging.getLogger(__name__)
 
-_TASKS = "tensorgym.measure.tasks"
-
 
 class Measurer:
     """Compiles and times kernels for one target. Use as a context manager or call :meth:`close`.
@@ -143,7 +141,8 @@ class Measurer:
             worker.start()  # start all together: their imports overlap
         self.runner.start()
         t0 = time.monotonic()
-        builds = run_all(self._builders, [(f"{_TASKS}:build", (space, c, self._workdir), {}) for space, c in kernels],
+        task = self.runner.build_task
+        builds = run_all(self._builders, [(task, (space, c, self._workdir), {}) for space, c in kernels],
                          timeout=self.build_timeout)
         build_share = (time.monotonic() - t0) / len(kernels)
         self.kernels_built += len(kernels)

@@ -15,7 +15,9 @@
 4. **Stability.** While the samples' robust spread (1.4826 * median absolute
    deviation / median, which a single interrupted sample does not inflate)
    exceeds ``target_spread``, another round is taken, as long as the sampling
-   time stays within ``max_timing_ms``.
+   time stays within ``max_timing_ms`` (and the samples within
+   ``max_total_samples``, when set: a GPU kernel's one-call samples of a few
+   microseconds would otherwise need thousands to fill it).
 5. **Summary.** The latency is the median of all samples; the coefficient of
    variation and the samples themselves are recorded with it.
 
@@ -55,6 +57,7 @@ class TimingProtocol:
     target_spread: float = 0.02
     max_timing_ms: float = 300.0
     rtol: float = 1e-3  # max |out - ref| / max |ref| allowed by the correctness check
+    max_total_samples: int | None = None  # also stop extending past this many samples (one-call GPU samples)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_samples <= self.max_samples or min(self.min_repeat_ms, self.warmup_ms) < 0:
@@ -97,7 +100,8 @@ class TimingProtocol:
             samples += time_samples(number, repeat)
             spent += repeat * sample_s
             stable = robust_spread(samples) <= self.target_spread
-            if stable or (spent + repeat * sample_s) * 1e3 > self.max_timing_ms:
+            too_many = self.max_total_samples is not None and len(samples) + repeat > self.max_total_samples
+            if stable or too_many or (spent + repeat * sample_s) * 1e3 > self.max_timing_ms:
                 return samples, number
 
     def time_callable(self, fn: Callable[[], object]) -> tuple[list[float], int]:

@@ -1,8 +1,9 @@
 """The Runner seam: what loads, checks and times a built kernel, isolated from the caller.
 
 The :class:`~tensorgym.measure.Measurer` builds a batch of kernels in its
-builder pool, then hands each built artifact (a shared library on this
-machine's disk) to its :class:`Runner`, one at a time. A runner answers with
+builder pool (with the runner's ``build_task``), then hands each built artifact
+(a shared library on this machine's disk; for the CUDA runner, a manifest of a
+cubin or a CUTLASS library) to its :class:`Runner`, one at a time. A runner answers with
 an :class:`~tensorgym.measure.worker.Outcome`, never an exception: ``ok`` with
 the check-and-time result (``{"status": "ok", "samples": [...], "number": n}``,
 or ``{"status": "wrong_result", ...}``), or ``crash`` / ``timeout`` / ``error``
@@ -23,7 +24,6 @@ where that happens:
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -43,6 +43,9 @@ class Runner(ABC):
         target: the device kernels run on; the records' fingerprint is its fingerprint.
         protocol: how every kernel is timed.
     """
+
+    # The builder-pool function that makes this runner's artifacts (a shared library for LocalRunner).
+    build_task = f"{_TASKS}:build"
 
     def __init__(self, target: Target, protocol: TimingProtocol | None = None):
         self.target = target
@@ -72,9 +75,10 @@ class Runner(ABC):
 
 
 # The GPU protocol: every sample is one call timed by CUDA events after an L2 flush (a call of a few
-# microseconds is still far above the events' resolution), 10 to 50 of them per round.
+# microseconds is still far above the events' resolution), 10 to 50 of them per round, 200 at most.
 GPU_TIMING = TimingProtocol(warmup_ms=20.0, process_warmup_ms=300.0, min_repeat_ms=0.0, round_ms=50.0,
-                            min_samples=10, max_samples=50, target_spread=0.02, max_timing_ms=300.0)
+                            min_samples=10, max_samples=50, target_spread=0.02, max_timing_ms=300.0,
+                            max_total_samples=200)
 
 
 def default_runner(target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None) -> "Runner":
@@ -120,6 +124,8 @@ class CudaRunner(Runner):
     ``runtime_error``. The process imports no TVM.
     """
 
+    build_task = "tensorgym.measure.cuda_tasks:build"  # cubins and CUTLASS libraries, with their manifests
+
     def __init__(self, target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None):
         if target.kind != "cuda":
             raise ValueError(f"the CUDA runner times CUDA targets, not {target.label}")
@@ -137,9 +143,9 @@ class CudaRunner(Runner):
     def _check_device(self) -> None:
         """Refuse to time anything unless this machine has the GPU the target describes (no records then)."""
         from ..cuda.driver import GpuUnavailable, describe_gpu
-        from ..target import TargetError
+        from ..target import TargetError, cuda_ordinal
 
-        ordinal = int(os.environ.get("TENSORGYM_CUDA_DEVICE", "0"))
+        ordinal = cuda_ordinal()
         try:
             here = describe_gpu(ordinal)["name"]
         except GpuUnavailable as exc:

@@ -38,15 +38,9 @@ def _tvm_target(target):
 
 
 def build(space: Space, config: Config, out_dir: str) -> dict[str, Any]:
-    """Apply ``config``, compile it, and link it as ``out_dir/<uuid>.so`` (a CUDA target: a cubin or a
-    library and its manifest, :func:`tensorgym.measure.cuda_tasks.build_cuda`)."""
+    """Apply ``config``, compile it, and link it as ``out_dir/<uuid>.so``."""
     t0 = time.perf_counter()
-    if space.target.kind == "cuda":
-        from .cuda_tasks import build_cuda
-
-        path = build_cuda(space, config, out_dir)
-    else:
-        path = compile_library(space.apply(config), space.target, out_dir)
+    path = compile_library(space.apply(config), space.target, out_dir)
     return {"path": path, "seconds": time.perf_counter() - t0}
 
 

@@ -272,3 +272,6 @@ def _launch_extents(script: str) -> tuple[tuple[int, int, int], tuple[int, int, 
     grid = tuple(int(extents.get(f"blockIdx.{axis}", 1)) for axis in "xyz")
     block = tuple(int(extents.get(f"threadIdx.{axis}", 1)) for axis in "xyz")
     return grid, block  # type: ignore[return-value]
+
+
+TilesSpace.register_variant(GpuTilesSpace)

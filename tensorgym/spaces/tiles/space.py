@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from math import prod
+from typing import ClassVar
 
 import numpy as np
 
@@ -78,14 +79,17 @@ class TilesSpace(Space):
     spatial_levels = SPATIAL_LEVELS
     reduction_levels = REDUCTION_LEVELS
 
+    _variants: ClassVar[dict[str, type[TilesSpace]]] = {}  # target kind -> the tiles space for it
+
+    @classmethod
+    def register_variant(cls, variant: type[TilesSpace]) -> None:
+        """Make ``variant`` the tiles space of targets of its ``target_kind`` (:meth:`for_target`)."""
+        TilesSpace._variants[variant.target_kind] = variant
+
     @classmethod
     def for_target(cls, target: Target) -> type[Space]:
-        """The tiles space of a CUDA target is :class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`."""
-        if target.kind == "cuda":
-            from .gpu_space import GpuTilesSpace
-
-            return GpuTilesSpace
-        return cls
+        """The tiles space of the target's kind (CUDA: :class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`)."""
+        return TilesSpace._variants.get(target.kind, cls)
 
     def __init__(self, workload: Workload, target: Target, *, unroll_choices: tuple[int, ...] = UNROLL_CHOICES,
                  max_innermost: int = MAX_INNERMOST):
