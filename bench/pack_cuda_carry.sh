@@ -22,7 +22,7 @@ echo "TVM from $SITE (xz -9; takes minutes)"
 tar -C "$SITE" --exclude='tvm/3rdparty' --exclude='tvm/src' --exclude='__pycache__' \
     -cf - tvm apache_tvm-0.27.0.post1.dist-info | xz -9 -T2 > "$CARRY/tvm.tar.xz"
 (cd "$CARRY" && sha256sum tvm.tar.xz > b/tvm.sha256)
-split -b 52m -d "$CARRY/tvm.tar.xz" "$CARRY/tvm.tar.xz.part"
+split -b 40m -d "$CARRY/tvm.tar.xz" "$CARRY/tvm.tar.xz.part"
 mv "$CARRY/tvm.tar.xz.part00" "$CARRY/a/"
 mv "$CARRY"/tvm.tar.xz.part* "$CARRY/b/"
 rm "$CARRY/tvm.tar.xz"

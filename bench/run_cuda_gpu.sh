@@ -6,20 +6,22 @@
 #   b  (carry .gpu_carry/b)  TVM assembled; tiles runs dgd:R5 ga:R5 dgd:M3                    (~7 min)
 #   c  (no carry)            tiles runs ga:M3 dgd:M3-fp16 ga:M3-fp16, the report, pytest -m gpu (~9 min)
 #
-# Every step leaves $OUT/bench.tgz (database + finished runs) and its log. If the machine was given back
-# between steps, step b says so: put the last bench.tgz in .gpu_carry/resume/, carry it with the step's
-# folder (and run a again before b: TVM's first part lives in /tmp); finished runs are not measured again.
+# Each step stops its measuring in time (timeout) to leave $OUT/bench.tgz (database + finished runs); a run
+# cut off is resumed by the next step from the database, and a step can be run again (c until the report
+# lists all six tiles runs). If the machine was given back between steps, step b or c says so: put the
+# last bench.tgz in .gpu_carry/resume/, carry it with the step's folder, and run a and b again (TVM's
+# first part lives in /tmp); nothing measured before is measured again.
 # Prepared by bench/pack_cuda_carry.sh. Usage: sh bench/run_cuda_gpu.sh a|b|c
 set -u
 STEP=${1:?usage: run_cuda_gpu.sh a|b|c}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TG=/tmp/tg
+TG=${TG_DIR:-/tmp/tg}
 SITE=$TG/site
 BENCH=$TG/bench
 OUT=${OUT:-$TG/out}
 mkdir -p "$SITE" "$OUT"
 export PYTHONPATH=$SITE PYTHONUNBUFFERED=1 TENSORGYM_CUDA_CACHE=$TG/cuda-cache TVM_FFI_DISABLE_TORCH_C_DLPACK=1
-PY=python3
+PY=${PYTHON:-python3}
 cd "$ROOT"
 
 # tensorgym from this checkout (its envs/agents/baselines folders live in the tensorgym namespace)
@@ -42,7 +44,8 @@ case $STEP in
 a)
     cp .gpu_carry/a/tvm.tar.xz.part00 "$TG/"
     install_wheels .gpu_carry/a/*.whl || exit 2
-    bench --parts cutlass,vendor
+    timeout 500 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts cutlass
+    bench --parts vendor
     save ;;
 b)
     if [ ! -f "$TG/tvm.tar.xz.part00" ]; then
@@ -54,13 +57,15 @@ b)
     tar xJf "$TG/tvm.tar.xz" -C "$SITE" && rm "$TG"/tvm.tar.xz*
     install_wheels .gpu_carry/b/*.whl || exit 2
     $PY -c "import tvm; print('tvm', tvm.__version__)" || exit 5
-    bench --parts tiles --runs dgd:R5,ga:R5,dgd:M3
+    timeout 500 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts tiles \
+        --runs dgd:R5,ga:R5,dgd:M3
     save ;;
 c)
     $PY -c "import tvm" || { echo "TVM is not in $SITE: the machine was given back; run a and b again"; exit 3; }
-    bench --parts tiles,report
+    timeout 400 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts tiles
+    bench --parts report
     save
-    timeout 240 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tail -30 ;;
+    timeout 120 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tail -30 ;;
 *)
     echo "unknown step $STEP (a, b or c)"; exit 1 ;;
 esac
