@@ -5,10 +5,11 @@ from tensorgym.catalog import AGENTS, agent_class, make_agent
 from .base import Agent, SearchAgent
 from .cost_model import CostModel
 from .dgd import DGDAgent
+from .exhaustive import ExhaustiveAgent
 from .ga import GAAgent
 from .optuna_agent import OptunaAgent
 from .random_search import RandomAgent
 from .random_structured import RandomStructuredAgent
 
-__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "GAAgent", "OptunaAgent", "RandomAgent",
+__all__ = ["AGENTS", "Agent", "CostModel", "DGDAgent", "ExhaustiveAgent", "GAAgent", "OptunaAgent", "RandomAgent",
            "RandomStructuredAgent", "SearchAgent", "agent_class", "make_agent"]

@@ -204,3 +204,19 @@ def test_nvcc_builds_cutlass_libraries(which, tmp_path, monkeypatch):
     symbols = subprocess.run(["nm", "-D", "--defined-only", built.path], capture_output=True, text=True).stdout
     for name in ("tg_prepare", "tg_initialize", "tg_run", "tg_last_error"):
         assert f" T {name}" in symbols
+
+
+def test_the_cutlass_env_hops_over_the_templates_knobs(tmp_path):
+    import gymnasium as gym
+
+    import tensorgym  # noqa: F401 - registers the ids
+    from tensorgym.envs import CutlassEnv
+
+    env = gym.make("Matmul-BERT-M3-v0", target=H100, space="cutlass", db=str(tmp_path / "r.db"))
+    try:
+        base = env.unwrapped
+        assert isinstance(base, CutlassEnv) and isinstance(base.search_space, CutlassSpace)
+        assert env.action_space.n == 2 * len(base.search_space.coordinates) == 10  # five knobs, up and down
+        assert env.observation_space.shape == (5 + len(base.search_space.feature_names) + 2,)
+    finally:
+        env.close()
