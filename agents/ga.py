@@ -4,9 +4,11 @@ Each round (TVM v0.9 ``SketchPolicy::SearchOneRound``, constants of seed 000
 notes A.2.1):
 
 1. retrain the cost model on every measurement of the run (from scratch);
-2. build an initial population of ``population`` configs: 80 % fresh random
-   ones from the space, 20 % (``init_measured_ratio``) the best correctly
-   measured configs so far (fewer if fewer exist; the rest are random);
+2. build an initial population: ``population`` (2048) fresh random configs
+   (Ansor's ``SampleInitPopulation`` keeps every distinct valid state of its
+   first batch of ``population`` draws) plus the best correctly measured
+   configs so far, at most ``init_measured_ratio`` (20 %) x ``population``
+   of them;
 3. evolve it for ``generations`` generations. Each generation is scored by
    the model; the ``2 * batch_size`` best-scored configs not measured yet are
    kept across generations. The next generation is drawn by roulette
@@ -28,7 +30,10 @@ model one batch, so the default here is 64: the first batch is random and
 every later one is model-guided (the same 64 random samples DGD starts from).
 
 Mutation rules and Ansor's CPU weights, mapped onto the knobs of the
-``tiles`` space:
+``tiles`` space (in the ``mapping`` space the same rules act on the tiles of
+the config's mapping candidate, cross-over pairs configs of one candidate, and
+children that break the candidate's register rule are dropped; candidates
+change through the random share of each population):
 
 =================  ======  ==================================================
 Ansor rule          weight  here
@@ -58,12 +63,49 @@ divisor (> 1) of its tile to the next level ``dst`` in the order (cyclically).
 If ``dst`` is the innermost level, only divisors that keep it <= the space's
 ``max_innermost`` (64) qualify; if none does, the next ``src`` is tried.
 
-Cross-over is not in Ansor (its evolutionary search only mutates). The
-issue asks for one, so a simple per-loop uniform cross-over is added: the
-child takes each knob (a loop's whole tile vector, ``unroll``,
-``cache_write``) from either parent with probability 1/2. Tile vectors are
-valid per loop, so every child is valid. ``crossover_prob=0`` gives stock
-Ansor.
+**Checked against TVM v0.9 line by line** (``SketchPolicyNode::Search``,
+``SearchOneRound``, ``SampleInitPopulation``, ``EvolutionarySearch``,
+``PickStatesWithEpsGreedy``, ``MutateTileSize``, ``XGBModel``): the
+population, the measured share of it, the roulette, the mutation
+probability, rules and weights, the out size (twice a batch), the eps-greedy
+split (61 + 3 of 64, the 3 from 9 random members of the initial population,
+measured configs skipped) and the cost model's training (Ansor's
+throughput-weighted squared error, see :mod:`.cost_model`) follow it.
+Deviations kept, and why:
+
+* ``num_warmup_sample`` is 64, not Ansor's 100 (and the model is trusted
+  from 64 samples on, where Ansor's test is ``> 100``): at Ansor's value a
+  128-trial run would be random search plus mutations throughout, since the
+  second batch would still be picked on random scores;
+* cross-over (``crossover_prob``, 0.2): Ansor's paper describes cross-over,
+  its released code leaves it as a TODO; here a per-knob uniform cross-over
+  stands in: the child takes each knob (a loop's whole tile vector,
+  ``unroll``, ``cache_write``) from either parent with probability 1/2. Tile
+  vectors are valid per loop, so every child is valid. ``crossover_prob=0``
+  gives stock Ansor;
+* measured configs that failed are not put into the initial population
+  (Ansor's sort by throughput puts them last, so they only enter when fewer
+  than 409 configs were measured; their offspring would be scored low anyway);
+* Ansor keeps retrying a failed mutation until the next generation is full;
+  here four refills are tried (a tiles mutation fails only when a loop has
+  no divisor to move, so the generation is full in practice).
+
+**The model.** ``model`` names a :class:`~tensorgym.agents.cost_model.CostModel`
+set-up: ``"log-shallow"`` (default: log throughput and shallow trees, which
+rank held-out configs better than Ansor's own training, see
+:mod:`.cost_model`), ``"ansor"`` (Ansor's XGBModel as TVM v0.9
+trains it) or ``"draft"`` (boosted from the analytical draft); ``features``
+defaults to ``"both"`` for the same reason.
+``GAAgent("generic", model="ansor")`` is stock Ansor, ``GAAgent("af",
+model="ansor")`` seed 000's Ansor-AF. ``model="random"`` scores every config
+uniformly at random (the ablation registered as ``ga-random-model``): the
+same evolution and picks with blind scores, so the difference to ``ga`` is
+what the model contributes. Each round's batch is scored by the model before
+it is measured and logged in ``extra["predictions"]``
+(:class:`~tensorgym.agents.model_quality.PredictionLog`): Spearman between
+prediction and measurement, the measured value of the config the model liked
+best, and the mean GFLOP/s of the model's picks against the eps-greedy
+random picks of the same round.
 
 Resuming: the search is deterministic for a seed and its decisions depend
 only on measured values, which a re-run reads back from the database; and
@@ -76,6 +118,7 @@ and database therefore replays its ``k`` trials for free and goes on.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -83,11 +126,15 @@ import numpy as np
 
 from tensorgym.config import Config
 from tensorgym.factors import divisors
-from tensorgym.spaces.base import Space
+from tensorgym.checks import choice, integer, is_number, number
+from tensorgym.errors import InvalidArgumentError, InvalidTypeError
+from tensorgym.record import Record
+from tensorgym.spaces.base import MAX_SAMPLES, Space
 from tensorgym.tuner import Tuner
 
 from .base import SearchAgent
-from .cost_model import FEATURE_SETS, CostModel
+from .cost_model import FEATURE_SETS, MODELS, check_model_options, make_model
+from .model_quality import PredictionLog
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +219,17 @@ MUTATIONS: dict[str, Callable[[Space, Config, np.random.Generator], Config | Non
 
 
 def default_mutation_weights(space: Space) -> dict[str, float]:
-    """Ansor's rule weights for the space's target (CPU or GPU tiles); one knob rule for template spaces."""
-    if space.name != "tiles":
+    """Ansor's rule weights for the space's target (CPU or GPU tiles, mapping); one knob rule for template spaces."""
+    if space.name not in ("tiles", "mapping"):
         return dict(KNOB_MUTATION_WEIGHTS)
     return dict(ANSOR_GPU_MUTATION_WEIGHTS if space.target.kind == "cuda" else ANSOR_CPU_MUTATION_WEIGHTS)
+
+
+def rules_view(space: Space, config: Config):
+    """What the mutation rules read a config's loops, levels and choices from: the space itself, or, in a space
+    whose mapping candidates have loop nests of their own (``mapping``), the config's candidate's tiling."""
+    tiling_of = getattr(space, "tiling_of", None)
+    return space if tiling_of is None else tiling_of(config)
 
 
 def crossover(a: Config, b: Config, rng: np.random.Generator) -> Config:
@@ -195,7 +249,9 @@ class GAAgent(SearchAgent):
     """Ansor's evolutionary search guided by an online XGBoost cost model (see the module docs).
 
     Args:
-        features: the cost model's features, ``"generic"`` (Ansor) or ``"af"`` (Ansor-AF).
+        features: the cost model's features: ``"both"`` (default), ``"generic"`` (Ansor) or ``"af"`` (Ansor-AF).
+        model: a :class:`~tensorgym.agents.cost_model.CostModel` set-up (``"log-shallow"``, the default;
+            ``"ansor"``; ``"draft"``) or ``"random"`` (random scores: the ablation); default :attr:`default_model`.
         population: configs per generation (Ansor: 2048).
         generations: evolution steps per round (Ansor: 4).
         mutation_prob: probability that a child is mutated (Ansor: 0.85).
@@ -210,30 +266,39 @@ class GAAgent(SearchAgent):
     """
 
     name = "ga"
-    spaces = ("tiles", "cutlass")
+    spaces = ("tiles", "mapping", "cutlass")
 
-    def __init__(self, features: str = "generic", *, population: int = 2048, generations: int = 4,
-                 mutation_prob: float = 0.85, crossover_prob: float = 0.2, batch_size: int = 64,
+    default_model = "log-shallow"
+
+    def __init__(self, features: str = "both", *, model: str | None = None, population: int = 2048,
+                 generations: int = 4, mutation_prob: float = 0.85, crossover_prob: float = 0.2, batch_size: int = 64,
                  eps_greedy: float = 0.05, init_measured_ratio: float = 0.2, num_warmup_sample: int = 64,
                  mutation_weights: Mapping[str, float] | None = None,
                  model_options: Mapping[str, Any] | None = None):
-        if features not in FEATURE_SETS:
-            raise ValueError(f"features must be one of {FEATURE_SETS}, got {features!r}")
-        if population < 2 or generations < 0 or batch_size < 1:
-            raise ValueError("population must be >= 2, generations >= 0 and batch_size >= 1")
-        for name, p in (("mutation_prob", mutation_prob), ("crossover_prob", crossover_prob),
-                        ("eps_greedy", eps_greedy), ("init_measured_ratio", init_measured_ratio)):
-            if not 0.0 <= p <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {p}")
-        if num_warmup_sample < 0:
-            raise ValueError(f"num_warmup_sample must be >= 0, got {num_warmup_sample}")
-        if mutation_weights is not None:
+        choice("features", features, FEATURE_SETS)
+        model = self.default_model if model is None else model
+        choice("model", model, MODELS)
+        population = integer("population", population, minimum=2, maximum=MAX_SAMPLES)
+        generations = integer("generations", generations, minimum=0)
+        batch_size = integer("batch_size", batch_size, minimum=1, maximum=MAX_SAMPLES)
+        mutation_prob, crossover_prob, eps_greedy, init_measured_ratio = (
+            number(name, p, minimum=0.0, maximum=1.0)
+            for name, p in (("mutation_prob", mutation_prob), ("crossover_prob", crossover_prob),
+                            ("eps_greedy", eps_greedy), ("init_measured_ratio", init_measured_ratio)))
+        num_warmup_sample = integer("num_warmup_sample", num_warmup_sample, minimum=0)
+        model_options = check_model_options(model_options)
+        if mutation_weights is not None and not isinstance(mutation_weights, Mapping):
+            raise InvalidTypeError(f"mutation_weights is a dict of rule -> weight, got "
+                                   f"{type(mutation_weights).__name__}")
+        if mutation_weights is not None:  # None: the space's own (default_mutation_weights), chosen in the search
             weights = dict(mutation_weights)
             unknown = set(weights) - set(MUTATIONS)
-            if unknown or not weights or min(weights.values()) < 0 or sum(weights.values()) <= 0:
-                raise ValueError(f"mutation_weights maps rules {sorted(MUTATIONS)} to non-negative weights "
-                                 f"(not all zero); got {weights}")
+            if (unknown or not weights or not all(is_number(w) and math.isfinite(w) for w in weights.values())
+                    or min(weights.values()) < 0 or sum(weights.values()) <= 0):
+                raise InvalidArgumentError(f"mutation_weights maps rules {sorted(MUTATIONS)} to non-negative "
+                                           f"weights (not all zero); got {weights}")
         self.features = features
+        self.model = model
         self.population = int(population)
         self.generations = int(generations)
         self.mutation_prob = float(mutation_prob)
@@ -248,57 +313,88 @@ class GAAgent(SearchAgent):
     # -- the search ------------------------------------------------------------------------
     def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any]:
         space = tuner.space
-        model = CostModel(space, self.features, seed=int(rng.integers(2**31)), **self.model_options)
+        model = make_model(self.model, space, self.features, seed=int(rng.integers(2**31)), **self.model_options)
         first = len(tuner.trials)  # the trials of this search are tuner.trials[first:]
         rounds = model_rounds = 0
+        history = PredictionLog()
         while not tuner.exhausted:
             configs, values = _measured(tuner, first)
             trusted = len(configs) >= self.num_warmup_sample and len(configs) > 0
             if trusted and model.num_samples != len(configs):
                 model.fit(configs, values)
             scorer = model.predict if trusted else (lambda pop: rng.random(len(pop)))
-            batch = self._next_batch(tuner, rng, scorer, configs, values)
+            batch, from_model = self._next_batch(tuner, rng, scorer, configs, values)
             if not batch:  # Ansor's retry_search_one_round_on_empty: fall back to random configs
                 batch = tuner.sample(rng, self.batch_size)
+                from_model = [False] * len(batch)
             if not batch:
                 log.info("ga: the space has no unmeasured config left")
                 break
-            if not tuner.measure(batch):
+            # What the model thought of the batch, before it is measured (a held-out test of the model).
+            predicted = model.predict(batch) if trusted else None
+            best_before = tuner.best.gflops if tuner.best is not None else 0.0
+            start = len(tuner.trials) - first
+            records = tuner.measure(batch)
+            if not records:
                 break
+            self._log_round(history, start, batch, from_model, records, predicted, best_before, trusted)
             rounds += 1
             model_rounds += trusted
-        return {"features": self.features, "rounds": rounds, "model_guided_rounds": model_rounds,
-                "model_fits": model.fits, "population": self.population, "generations": self.generations,
-                "batch_size": self.batch_size, "num_warmup_sample": self.num_warmup_sample}
+        return {"model": model.describe(), "features": self.features, "rounds": rounds,
+                "model_guided_rounds": model_rounds, "model_fits": model.fits, "population": self.population,
+                "generations": self.generations, "batch_size": self.batch_size,
+                "num_warmup_sample": self.num_warmup_sample, "predictions": history.to_json()}
+
+    @staticmethod
+    def _log_round(history: PredictionLog, start: int, batch: list[Config], from_model: list[bool],
+                   records: list[Record], predicted: np.ndarray | None, best_before: float, trusted: bool) -> None:
+        """One round of the prediction log: the model's picks and the eps-greedy random picks, as measured."""
+        measured = {r.config: r.score for r in records}
+        kept = [i for i, c in enumerate(batch) if c in measured]  # the budget may have cut the batch
+        values = [measured[batch[i]] for i in kept]
+        model_values = [measured[batch[i]] for i in kept if from_model[i]]
+        random_values = [measured[batch[i]] for i in kept if not from_model[i]]
+        facts: dict[str, Any] = {"guided": trusted, "model_picks": len(model_values),
+                                 "model_mean": float(np.mean(model_values)) if model_values else None,
+                                 "random_mean": float(np.mean(random_values)) if random_values else None}
+        if predicted is None:
+            history.add(start, [], [], best_before, best=float(max(values)) if values else None, **facts)
+        else:
+            history.add(start, predicted[kept], values, best_before, **facts)
 
     def _next_batch(self, tuner: Tuner, rng: np.random.Generator, scorer: Callable[[list[Config]], np.ndarray],
-                    configs: list[Config], values: list[float]) -> list[Config]:
-        """One round: initial population, evolution, eps-greedy pick of ``batch_size`` unmeasured configs."""
+                    configs: list[Config], values: list[float]) -> tuple[list[Config], list[bool]]:
+        """One round: initial population, evolution, eps-greedy pick of ``batch_size`` unmeasured configs.
+
+        Returns the picks in measuring order and, for each, whether the model picked it (or eps-greedy did).
+        """
         n_measured = int(self.init_measured_ratio * self.population)
         best_first = [i for i in sorted(range(len(configs)), key=lambda i: -values[i]) if values[i] > 0][:n_measured]
-        init = tuner.sample(rng, self.population - len(best_first)) + [configs[i] for i in best_first]
+        init = tuner.sample(rng, self.population) + [configs[i] for i in best_first]
         if not init:
-            return []
+            return [], []
         num_random = int(self.eps_greedy * self.batch_size)
         num_good = self.batch_size - num_random
         pool = [init[i] for i in rng.permutation(len(init))[:3 * num_random]] if num_random else []
         best = self._evolve(tuner, rng, init, scorer, out_size=2 * self.batch_size)
 
         picks: list[Config] = []
+        from_model: list[bool] = []
         chosen: set[Config] = set()
-        queues = (iter(best), iter(pool))
+        queues = ((iter(best), True), (iter(pool), False))
         while len(picks) < self.batch_size:
             order = queues if len(picks) < num_good else queues[::-1]
-            config = next(order[0], None)
+            config, source = next(order[0][0], None), order[0][1]
             if config is None:
-                config = next(order[1], None)
+                config, source = next(order[1][0], None), order[1][1]
             if config is None:
                 break
             if config in chosen or tuner.seen(config) is not None:
                 continue
             chosen.add(config)
             picks.append(config)
-        return picks
+            from_model.append(source)
+        return picks, from_model
 
     def _evolve(self, tuner: Tuner, rng: np.random.Generator, population: list[Config],
                 scorer: Callable[[list[Config]], np.ndarray], out_size: int) -> list[Config]:
@@ -307,6 +403,9 @@ class GAAgent(SearchAgent):
         weights = self.mutation_weights if self.mutation_weights is not None else default_mutation_weights(space)
         rule_names = list(weights)
         rule_p = np.array([weights[r] for r in rule_names]) / sum(weights.values())
+        # Children are checked where the space constrains configs beyond the tiles' divisibility: a mapping
+        # candidate's register rule, a GPU's thread, shared-memory and register limits, a template's combinations.
+        check_children = hasattr(space, "tiling_of") or space.name != "tiles" or space.target.kind != "llvm"
         best: dict[Config, float] = {}
         pop = list(population)
         for generation in range(self.generations + 1):
@@ -332,13 +431,23 @@ class GAAgent(SearchAgent):
                 rules = rng.choice(len(rule_names), size=need, p=rule_p)
                 for i in range(need):
                     child = pop[parents[i]]
-                    if cross[i]:
-                        child = crossover(child, pop[mates[i]], rng)
+                    mate = pop[mates[i]]
+                    if cross[i] and space.candidate_of(child) == space.candidate_of(mate):  # same knobs
+                        child = crossover(child, mate, rng)
                     if mutate[i]:
-                        child = MUTATIONS[rule_names[rules[i]]](space, child, rng)
-                    if child is None or not space.is_valid(child):  # a GPU's limits, a template's combinations
+                        child = MUTATIONS[rule_names[rules[i]]](rules_view(space, child), child, rng)
+                        if child is None:
+                            continue
+                    if check_children and not space.is_valid(child):
                         continue
                     children.append(child)
             pop = children or pop
         ranked = sorted(best.items(), key=lambda kv: -kv[1])[:out_size]
         return [config for config, _ in ranked]
+
+
+class GARandomModelAgent(GAAgent):
+    """The ablation of :class:`GAAgent`: the same evolution with random scores in place of the cost model."""
+
+    name = "ga-random-model"
+    default_model = "random"

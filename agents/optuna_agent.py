@@ -42,6 +42,10 @@ budget ran out are told FAIL.
 by default ``<tensorgym db path>.optuna.db`` beside the tensorgym database
 (its own file: tensorgym's tables are not touched), named after (workload,
 space, target, agent, sampler, seed) and opened with ``load_if_exists=True``.
+Optuna creates a new storage's tables in several transactions, so processes
+starting together would collide; the storage and the study are created
+under an exclusive file lock (``<storage file>.lock``, left beside it).
+Errors of the storage are raised as :class:`~tensorgym.database.DatabaseError`.
 A re-run replays the study's trials, in order, through the Tuner (the
 tensorgym database answers them without compiling, and the Tuner charges
 them their original wall time), tells trials left RUNNING by an interrupted
@@ -57,18 +61,24 @@ them may differ from an uninterrupted run's.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tensorgym.checks import integer
 from tensorgym.config import Config
+from tensorgym.database import DatabaseError
+from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.factors import divisors
 from tensorgym.record import Record
-from tensorgym.spaces.base import Space
+from tensorgym.spaces.base import MAX_SAMPLES, Space
 from tensorgym.spaces.tiles import TilesSpace
 from tensorgym.tuner import Tuner
 
@@ -85,6 +95,50 @@ def _optuna():
     except ImportError:  # pragma: no cover - optuna is a dependency
         raise ImportError("the optuna agent needs Optuna: pip install optuna") from None
     return optuna
+
+
+def _is_optuna_storage(value: Any) -> bool:
+    try:
+        return isinstance(value, _optuna().storages.BaseStorage)
+    except ImportError:  # pragma: no cover
+        return False
+
+
+@contextlib.contextmanager
+def creation_lock(url: Any) -> Iterator[None]:
+    """Hold an exclusive lock on ``<file>.lock`` beside an ``sqlite:///<file>`` storage (nothing for
+    other storages): processes opening a new study storage at once then create it one at a time."""
+    if not isinstance(url, str) or not url.startswith("sqlite:///"):
+        yield
+        return
+    path = Path(url.removeprefix("sqlite:///"))
+    try:
+        handle = open(f"{path}.lock", "a")  # noqa: SIM115 - held for the block
+    except OSError as exc:
+        raise DatabaseError(f"cannot create the Optuna study storage beside {path}: {exc.strerror}: "
+                            f"{exc.filename}") from None
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def storage_errors(url: Any) -> Iterator[None]:
+    """Turn the storage's database errors (SQLAlchemy's, Optuna's) into a tensorgym DatabaseError."""
+    optuna = _optuna()
+    try:
+        from sqlalchemy.exc import SQLAlchemyError
+    except ImportError:  # pragma: no cover - optuna's RDB storage needs it
+        SQLAlchemyError = ()  # noqa: N806
+    try:
+        yield
+    except (SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+        cause = getattr(exc, "orig", None) or exc
+        raise DatabaseError(f"the Optuna study storage {url} failed: {type(cause).__name__}: "
+                            f"{str(cause).splitlines()[0][:300]}") from exc
 
 
 class TilesParametrisation:
@@ -165,20 +219,23 @@ class OptunaAgent(SearchAgent):
 
     def __init__(self, sampler: str = "tpe", storage: Any = "auto", batch_size: int = 2, n_startup_trials: int = 10,
                  max_duplicates: int = 32):
-        if sampler not in SAMPLERS:
-            raise ValueError(f"unknown Optuna sampler {sampler!r}; use one of {SAMPLERS}")
+        if not isinstance(sampler, str) or sampler not in SAMPLERS:
+            raise InvalidArgumentError(f"unknown Optuna sampler {sampler!r}; use one of {SAMPLERS}")
         if sampler == "cmaes":
             try:
                 import cmaes  # noqa: F401
             except ImportError:
-                raise ValueError("sampler='cmaes' needs the cmaes package: pip install cmaes "
-                                 "(or use sampler='tpe' or 'gp')") from None
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if n_startup_trials < 0:
-            raise ValueError(f"n_startup_trials must be >= 0, got {n_startup_trials}")
-        if max_duplicates < 1:
-            raise ValueError(f"max_duplicates must be >= 1, got {max_duplicates}")
+                raise InvalidArgumentError("sampler='cmaes' needs the cmaes package: pip install cmaes "
+                                           "(or use sampler='tpe' or 'gp')") from None
+        if not (storage is None or isinstance(storage, str) or _is_optuna_storage(storage)):
+            raise InvalidTypeError(f"storage is 'auto', None, an SQLAlchemy URL or an Optuna storage, got "
+                                   f"{type(storage).__name__}")
+        if isinstance(storage, str) and storage != "auto" and "://" not in storage:
+            raise InvalidArgumentError(f"storage {storage!r} is not an SQLAlchemy URL (e.g. 'sqlite:///study.db'); "
+                                       "or use 'auto' (beside the tensorgym database) or None (in memory)")
+        batch_size = integer("batch_size", batch_size, minimum=1, maximum=MAX_SAMPLES)
+        n_startup_trials = integer("n_startup_trials", n_startup_trials, minimum=0)
+        max_duplicates = integer("max_duplicates", max_duplicates, minimum=1)
         self.sampler = sampler
         self.storage = storage
         self.batch_size = batch_size
@@ -200,17 +257,24 @@ class OptunaAgent(SearchAgent):
                                                     warn_independent_sampling=False)
             return optuna.samplers.RandomSampler(seed=seed)
 
-    def resolve_storage(self, tuner: Tuner):
-        """The Optuna storage for this run (None: in memory)."""
+    def storage_url(self, tuner: Tuner) -> Any:
+        """The storage this run uses: a URL, an Optuna storage object, or None (in memory)."""
         if self.storage != "auto":
             return self.storage
         database = getattr(tuner.evaluator, "database", None)
         path = getattr(database, "path", None)
         if not path or path == ":memory:":
             return None
+        return f"sqlite:///{path}.optuna.db"
+
+    def resolve_storage(self, tuner: Tuner):
+        """The Optuna storage for this run (None: in memory). Creating an SQLite storage makes its
+        tables; call it under :func:`creation_lock` when other processes may create it too."""
+        url = self.storage_url(tuner)
+        if not isinstance(url, str):
+            return url
         optuna = _optuna()
-        return optuna.storages.RDBStorage(f"sqlite:///{path}.optuna.db",
-                                          engine_kwargs={"connect_args": {"timeout": 60}})
+        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
 
     def study_name(self, tuner: Tuner, seed_label: str) -> str:
         space = tuner.space
@@ -223,24 +287,31 @@ class OptunaAgent(SearchAgent):
         params = TilesParametrisation(tuner.space)
         distributions = params.distributions()
         sampler_seed = int(rng.integers(2**31 - 1))
-        storage = self.resolve_storage(tuner)
+        url = self.storage_url(tuner)
         name = self.study_name(tuner, str(seed))  # a re-run with this seed resumes the study
         verbosity = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # one INFO line per trial otherwise
+        storage = None
         try:
-            study = optuna.create_study(study_name=name, storage=storage, sampler=self.make_sampler(sampler_seed),
-                                        direction="maximize", load_if_exists=True)
-            stored = study.user_attrs.get("parameters")
-            if stored is None:
-                study.set_user_attr("parameters", params.signature)
-            elif stored != params.signature:
-                raise ValueError(f"the Optuna study {name!r} in {storage} was made with other parameters "
-                                 f"({stored}); delete it or pass another storage= to the optuna agent")
-            stats = {"duplicates": 0, "fallbacks": 0, "replayed": self._replay(study, params, tuner)}
-            self._optimise(study, params, distributions, tuner, rng, stats)
+            # Optuna makes a new SQLite storage's tables (and its alembic version row) outside one
+            # transaction: processes starting together would collide, so creation is serialised.
+            with creation_lock(url), storage_errors(url):
+                storage = self.resolve_storage(tuner)
+                study = optuna.create_study(study_name=name, storage=storage,
+                                            sampler=self.make_sampler(sampler_seed), direction="maximize",
+                                            load_if_exists=True)
+                stored = study.user_attrs.get("parameters")
+                if stored is None:
+                    study.set_user_attr("parameters", params.signature)
+            if stored is not None and stored != params.signature:
+                raise InvalidArgumentError(f"the Optuna study {name!r} in {url} was made with other parameters "
+                                           f"({stored}); delete it or pass another storage= to the optuna agent")
+            with storage_errors(url):
+                stats = {"duplicates": 0, "fallbacks": 0, "replayed": self._replay(study, params, tuner)}
+                self._optimise(study, params, distributions, tuner, rng, stats)
         finally:
             optuna.logging.set_verbosity(verbosity)
-            if self.storage == "auto" and storage is not None:
+            if storage is not None and storage is not self.storage:
                 storage.engine.dispose()  # ours: release the SQLite file
         url = getattr(storage, "url", storage)
         return {"sampler": self.sampler, "study": name, "storage": str(url) if url else "memory", **stats}

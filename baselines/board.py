@@ -1,11 +1,15 @@
-"""The compare board: every run's result, and the statistics the tables show (mean and range over seeds).
+"""The compare board: every run's result, and the statistics the tables show (mean and range or 95 % interval).
 
 Per env x agent, the best GFLOP/s after N measurements and after T seconds of
 tuning clock (:meth:`TuningResult.best_at`), the final best, the final best
 re-timed at the end, and the number of measurements needed to reach 95 % of
-the run's own final best; each as the mean and min-max over seeds. The
-vendor libraries are extra rows. :mod:`.render` turns a board into text,
-Markdown, CSV, JSON and plots; :mod:`.compare` fills one.
+the run's own final best; each as the mean and min-max over seeds. Then
+the field's methodology score (:mod:`.methodology`) of each agent's median
+best-so-far curve against random search (0) and the best known result (1),
+over trials (``score``) and over tuning clock (``score(t)``), and the area
+under each run's best-so-far curve as a fraction of the best known's (``AUC``).
+The vendor libraries are extra rows. :mod:`.render` turns a board into text,
+Markdown, CSV, JSON, plots and an HTML page; :mod:`.compare` fills one.
 """
 
 from __future__ import annotations
@@ -17,9 +21,12 @@ import numpy as np
 
 from tensorgym.tuner import TuningResult
 
+from . import methodology
+
 DEFAULT_TRIAL_POINTS = (16, 32, 64, 128)
 DEFAULT_TIME_POINTS = (60.0, 120.0)
 REACH_FRACTION = 0.95
+METHODOLOGY_METRICS = ("score", "score(t)", "AUC")
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,26 @@ class Stat:
     def max(self) -> float | None:
         return max(self.known) if self.known else None
 
+    @property
+    def ci95(self) -> tuple[float | None, float | None]:
+        """Student's t 95 % interval of the mean over seeds ((None, None) with fewer than 2 known values)."""
+        from .stats import mean_ci
+
+        _, low, high = mean_ci(self.values)
+        return low, high
+
+    def format_ci(self, digits: int = 1) -> str:
+        """``mean [low, high]``: the mean and its 95 % interval (``[n/m]`` when some seeds have no value)."""
+        if not self.known:
+            return "-"
+        low, high = self.ci95
+        text = f"{self.mean:.{digits}f}"
+        if low is not None:
+            text += f" [{low:.{digits}f}, {high:.{digits}f}]"
+        if len(self.known) < len(self.values):
+            text += f" [{len(self.known)}/{len(self.values)}]"
+        return text
+
     def format(self, digits: int = 1) -> str:
         if not self.known:
             return "-"
@@ -55,7 +82,8 @@ class Stat:
         return text
 
     def to_json(self) -> dict[str, Any]:
-        return {"mean": self.mean, "min": self.min, "max": self.max, "values": list(self.values)}
+        low, high = self.ci95
+        return {"mean": self.mean, "min": self.min, "max": self.max, "ci95": [low, high], "values": list(self.values)}
 
 
 def trials_to_fraction(result: TuningResult, fraction: float = REACH_FRACTION) -> int | None:
@@ -90,6 +118,7 @@ class Leaderboard:
     vendor: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     errors: list[dict[str, Any]] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # env id -> workload label
+    cluster: dict[str, Any] = field(default_factory=dict)  # a Ray run's address and record writer's statistics
 
     @property
     def points(self) -> tuple[int, ...]:
@@ -101,7 +130,7 @@ class Leaderboard:
 
     def metric_names(self) -> list[str]:
         return ([f"@{p}" for p in self.points] + [f"@{seconds_label(t)}" for t in self.time_points]
-                + ["final", "re-timed", f"to{round(REACH_FRACTION * 100)}%"])
+                + ["final", "re-timed", f"to{round(REACH_FRACTION * 100)}%"] + list(METHODOLOGY_METRICS))
 
     def stats(self, env_id: str, agent: str) -> dict[str, Stat]:
         runs = self.results.get((env_id, agent), [])
@@ -111,7 +140,26 @@ class Leaderboard:
         out["re-timed"] = Stat(tuple(r.extra.get("remeasured_gflops") for r in runs))
         out[f"to{round(REACH_FRACTION * 100)}%"] = Stat(tuple(
             None if (n := trials_to_fraction(r)) is None else float(n) for r in runs))
+        out.update(self.methodology_stats(env_id, agent))
         return out
+
+    def env_runs(self, env_id: str) -> dict[str, list[TuningResult]]:
+        """Every agent's results on ``env_id``."""
+        return {agent: self.results.get((env_id, agent), []) for agent in self.agents}
+
+    def methodology_reference(self, env_id: str) -> methodology.Reference | None:
+        """What ``env_id``'s methodology scores are measured against (None without random runs)."""
+        return methodology.reference(self.env_runs(env_id), self.budget)
+
+    def methodology_stats(self, env_id: str, agent: str) -> dict[str, Stat]:
+        """``score`` and ``score(t)`` (one value: the median curve over seeds) and ``AUC`` (per seed)."""
+        runs = self.results.get((env_id, agent), [])
+        scores = methodology.score_runs(runs, self.methodology_reference(env_id))
+        optimum = methodology.best_known(self.env_runs(env_id))
+        trials = self.budget if self.budget is not None else min(
+            (len(r.trials) for results in self.env_runs(env_id).values() for r in results if r.trials), default=0)
+        return {"score": Stat((scores.trials,)), "score(t)": Stat((scores.time,)),
+                "AUC": Stat(tuple(methodology.area_under_curve(r, trials, optimum) for r in runs))}
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per env x agent, then one per vendor reference: the table as data."""
@@ -135,6 +183,8 @@ class Leaderboard:
                          "time_budget": self.time_budget, "trial_points": list(self.points),
                          "time_points": list(self.time_points)},
             "rows": [{**r, "stats": {k: s.to_json() for k, s in r["stats"].items()}} for r in self.rows()],
+            "methodology": {env_id: _reference_json(self.methodology_reference(env_id)) for env_id in self.env_ids},
+            **({"cluster": self.cluster} if self.cluster else {}),
             "vendor": self.vendor, "errors": self.errors,
             "result_files": {f"{e}/{a}": files for (e, a), files in self.result_files.items()},
         }
@@ -142,3 +192,10 @@ class Leaderboard:
 
 def seconds_label(t: float) -> str:
     return f"{t:g}s"
+
+
+def _reference_json(ref: methodology.Reference | None) -> dict[str, Any] | None:
+    if ref is None:
+        return None
+    return {"best_known_gflops": ref.optimum, "random_sample_size": int(ref.sample.size),
+            "random_seconds_per_trial": ref.seconds_per_trial, "trials": ref.trials}

@@ -3,7 +3,9 @@
 :func:`compare` runs each (env, seed, agent) in turn, in one process, never
 two measurements at once, all into one tensorgym database, and times the
 vendor library once per env (conv2d: PyTorch/oneDNN NCHW and NHWC; matmul:
-NumPy and PyTorch). Agents are built by name through
+NumPy and PyTorch; int8 and bf16: the references of :mod:`.vendor`). With
+``dtype="int8"`` or ``"bf16"`` the search agents tune in the ``mapping`` space
+(``space=`` chooses another). Agents are built by name through
 :func:`tensorgym.agents.make_agent`, so every registered agent can take part.
 
 Because the agents share the database, an agent may find a config another
@@ -18,7 +20,9 @@ measurements needed to reach 95 % of the run's own final best; each as the
 mean and min-max over seeds. The vendor libraries are extra rows. For the
 MetaSchedule peer the per-point columns read MetaSchedule's own timeline
 (its own timing) and ``final`` its best schedules re-timed by tensorgym's
-measurer (``TuningResult.best_gflops``).
+measurer (``TuningResult.best_gflops``). Then the methodology score of each
+agent over measurements and over tuning clock, and the area under its
+best-so-far curve (:mod:`.methodology`).
 
 **Outputs** in ``out_dir``: ``compare.csv`` (one line per env, agent,
 metric), ``compare.json`` (the table, vendor timings, settings, result
@@ -26,7 +30,14 @@ files), ``compare.md`` (the table in Markdown), ``results/<env>/<agent>-seed<N>.
 (every :class:`TuningResult`), ``vendor/<env>.json`` and
 ``plots/<env>.png`` (best-so-far vs measurements and vs seconds, one line
 per agent: mean over seeds with a min-max band, a dot where the runs
-ended; vendors as horizontal lines).
+ended; vendors as horizontal lines), and ``compare.html``, one
+self-contained page with the table and the plots.
+
+**On a Ray cluster** (``ray=``): each run is a job on a measuring node (one
+at a time per node, :mod:`tensorgym.cluster`); every record is committed to
+the one database before the run goes on; results, tables and plots are the
+same files as a local run's. The vendor timings and the re-timing rounds of
+an env are one job each, so that one machine times all of an env's winners.
 
 **Re-measured winners.** Every run ends with its best config, the best of
 many noisy measurements, so it is biased upward, and on a shared 2-vCPU
@@ -45,29 +56,37 @@ cheaply, because the database answers every measurement it had finished.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tensorgym.catalog import ENVS, make_agent, make_space
-from tensorgym.database import Database, default_path
+from tensorgym.checks import integer, is_integer, number
+from tensorgym.config import Config
+from tensorgym.database import Database, DatabaseError, database_path, default_path
 from tensorgym.envs.base import TuningEnv, tuning_env
 from tensorgym.envs.registration import PARAMETRIC_IDS, make_env, workload_of
-from tensorgym.errors import InvalidArgumentError
+from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.measure import Measurer
+from tensorgym.measure.contention import is_busy
+from tensorgym.record import BUSY_SHARE
 from tensorgym.spaces.base import Space
+from tensorgym.target import Target, resolve_target
 from tensorgym.text import slug
 from tensorgym.tuner import ProgressBarCallback, TuningResult, check_budget
 from tensorgym.workloads import Workload
 
 from .board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, Leaderboard
-from .render import plot_curves, write_tables
+from .render import plot_curves, write_html, write_tables
 from .vendor import VendorUnavailable, time_vendor, vendor_choices
 
 log = logging.getLogger(__name__)
@@ -76,21 +95,47 @@ DEFAULT_AGENTS = ("random", "ga", "dgd", "optuna", "metaschedule")
 
 
 def _parse_seeds(seeds: int | Sequence[int]) -> list[int]:
-    if isinstance(seeds, (int, np.integer)):
-        if seeds < 1:
-            raise ValueError(f"seeds must be a positive count or a list of seeds, got {seeds}")
-        return list(range(int(seeds)))
-    out = [int(s) for s in seeds]
+    if is_integer(seeds):
+        return list(range(integer("seeds", seeds, minimum=1)))
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+        raise InvalidTypeError(f"seeds is a count or a list of seeds, got {type(seeds).__name__}")
+    out = [integer("a seed", s, minimum=0) for s in seeds]
     if not out or len(set(out)) != len(out):
-        raise ValueError(f"seeds must be distinct and not empty, got {list(seeds)}")
+        raise InvalidArgumentError(f"seeds must be distinct and not empty, got {list(seeds)}")
     return out
 
 
 def _parse_agents(agents: str | Sequence[str]) -> list[str]:
+    if not isinstance(agents, str) and not (isinstance(agents, Sequence) and all(isinstance(a, str) for a in agents)):
+        raise InvalidTypeError(f"agents is a list of agent names or a comma-separated string, got {agents!r:.60}")
     names = [a.strip() for a in (agents.split(",") if isinstance(agents, str) else agents) if a.strip()]
     if not names or len(set(names)) != len(names):
-        raise ValueError(f"agents must be distinct names, got {agents!r}")
+        raise InvalidArgumentError(f"agents must be distinct names, got {agents!r}")
     return names
+
+
+def _out_dir(out_dir: Any) -> Path:
+    if isinstance(out_dir, os.PathLike):
+        out_dir = os.fspath(out_dir)
+    if not isinstance(out_dir, str):
+        raise InvalidTypeError(f"out_dir must be a directory path, got {type(out_dir).__name__}")
+    if not out_dir.strip():
+        raise InvalidArgumentError("the output directory is an empty path; name one (default: compare-results)")
+    out = Path(out_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(f"the output directory {out} is a file")
+    return out
+
+
+def _make_dirs(path: Path) -> list[Path]:
+    """``mkdir -p path``; returns the directories it created (outermost first)."""
+    created = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        created.append(probe)
+        probe = probe.parent
+    path.mkdir(parents=True, exist_ok=True)
+    return created[::-1]
 
 
 def _result_path(out_dir: Path, env_id: str, agent: str, seed: int, options: Mapping[str, Any] | None) -> Path:
@@ -114,22 +159,35 @@ def _load_result(path: Path, budget: int | None, time_budget: float | None) -> T
     return result
 
 
-def _vendor_timings(workload, path: Path) -> list[dict[str, Any]]:
-    if path.exists():
-        try:
-            return json.loads(path.read_text())
-        except ValueError:
-            pass
+def _vendor_timings(workload, path: Path, native_blas: bool = False) -> list[dict[str, Any]]:
+    timings = _read_vendor_file(path)
+    if timings is None:
+        timings = _time_vendors(workload, native_blas)
+        _write_json(path, timings)
+    return timings
+
+
+def _read_vendor_file(path: Path) -> list[dict[str, Any]] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _time_vendors(workload, native_blas: bool = False) -> list[dict[str, Any]]:
     timings = []
     for library, layout in vendor_choices(workload):
         try:
-            timings.append(time_vendor(workload, library, layout).to_json())
+            timings.append(time_vendor(workload, library, layout, native_blas=native_blas).to_json())
         except (VendorUnavailable, RuntimeError) as exc:
             log.warning("vendor %s %s on %s: %s", library, layout, workload.label, exc)
             timings.append({"library": library, "layout": layout, "gflops": None, "error": str(exc)[:500]})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(timings, indent=1))
     return timings
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
 
 
 def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS, budget: int | None = 128,
@@ -137,7 +195,9 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             time_points: Sequence[float] = DEFAULT_TIME_POINTS, trial_points: Sequence[int] = DEFAULT_TRIAL_POINTS,
             out_dir: str | Path = "compare-results", *, time_budget: float | None = None,
             agent_options: Mapping[str, Mapping[str, Any]] | None = None, vendor: bool = True, plot: bool = True,
-            progress: bool = True, remeasure: int = 3, shape: Mapping[str, Any] | None = None) -> Leaderboard:
+            progress: bool = True, remeasure: int = 3, shape: Mapping[str, Any] | None = None,
+            native_blas: bool = False, target: Target | str | None = None, ray: str | None = None,
+            space: str | None = None, dtype: str = "float32") -> Leaderboard:
     """Run every agent on every env with the same budget, one at a time, into one database.
 
     Args:
@@ -155,61 +215,153 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
         progress: progress bars.
         shape: the shape of the parametric ids among ``env_ids`` (``tensorgym/Matmul-v0``
             needs ``{"M": .., "N": .., "K": ..}``); suite layers have theirs.
+        native_blas: clear the machine's OpenBLAS overrides in the vendor processes
+            (:data:`tensorgym.baselines.vendor.BLAS_OVERRIDES`).
+        target: where kernels are timed: this machine (default) or a remote device
+            (:func:`tensorgym.remote_target`; the vendor libraries, which run here, are then left out).
+        ray: ``"auto"`` or a Ray head's ``HOST:PORT``: spread the runs over that cluster's
+            measuring nodes (:mod:`tensorgym.cluster`), every record still committed to ``db``;
+            with a remote ``target`` the nodes build and the device servers of its key time.
+            ``None`` (default): every run in this process, Ray not imported.
+        space: the space the search agents tune in (default: each agent's own, ``tiles`` for most;
+            ``mapping`` when ``dtype`` is not float32). The MetaSchedule peer searches its own space
+            whatever this is.
+        dtype: the workloads' data type (``"float32"``, ``"int8"``, ``"bf16"``); a non-default one is part
+            of the ids the table and the files use (``Conv2d-ResNet18-C7-v0[dtype=int8]``).
 
     Returns the :class:`Leaderboard` (also written to ``out_dir``).
     """
+    if isinstance(env_ids, str):
+        env_ids = [env_ids]
     env_ids = list(dict.fromkeys(env_ids))
     if not env_ids:
         raise InvalidArgumentError("give at least one env id (see `tensorgym list`)")
+    if shape and not any(env_id in PARAMETRIC_IDS for env_id in env_ids):
+        raise InvalidArgumentError(f"a shape is for {' and '.join(PARAMETRIC_IDS)}; none of {', '.join(env_ids)} "
+                                   f"takes one (suite layers have theirs)")
     workloads: dict[str, Workload] = {}  # the board's env id -> its workload
     for env_id in env_ids:
         own = shape if env_id in PARAMETRIC_IDS else None
-        # A custom shape is part of the id the table, the files and the resume cache use.
-        shown = f"{env_id}[{','.join(f'{k}={v}' for k, v in own.items())}]" if own else env_id
-        workloads[shown] = workload_of(env_id, own)
+        # A custom shape and a non-default dtype are part of the id the table, the files and the resume cache use.
+        parts = [f"{k}={v}" for k, v in (own or {}).items()] + ([f"dtype={dtype}"] if dtype != "float32" else [])
+        shown = f"{env_id}[{','.join(parts)}]" if parts else env_id
+        workloads[shown] = workload_of(env_id, own).with_dtype(dtype)
     env_ids = list(workloads)
+    default_space = space or ("mapping" if dtype != "float32" else None)
     names = _parse_agents(agents)
     seed_list = _parse_seeds(seeds)
     options = {name: dict((agent_options or {}).get(name, {})) for name in names}
     built = {name: make_agent(name, **options[name]) for name in names}  # fails early on unknown names
+    for agent in built.values():
+        agent.check_space(default_space or agent.env_space)  # fails early on an agent that cannot tune there
     check_budget(budget, time_budget)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    trial_points = tuple(integer("a trial point", p, minimum=1) for p in trial_points)
+    time_points = tuple(number("a time point", t, positive=True) for t in time_points)
+    remeasure = integer("remeasure", remeasure, minimum=0)
+    target = resolve_target(target)
+    if target.remote is not None and vendor:
+        log.warning("compare: the vendor libraries run on this machine, not on %s: no vendor rows", target.label)
+        vendor = False
+    out = _out_dir(out_dir)
+    db_path = database_path(db) if db is not None else default_path()
+    # Everything that can be refused was checked: now the output directory and the database.
+    created = _make_dirs(out)
     board = Leaderboard(env_ids=env_ids, agents=names, seeds=seed_list, budget=budget, time_budget=time_budget,
-                        trial_points=tuple(int(p) for p in trial_points),
-                        time_points=tuple(float(t) for t in time_points))
-    runs = [(e, s, a) for e in env_ids for s in seed_list for a in names]
-    bar = None
-    if progress:
+                        trial_points=trial_points, time_points=time_points)
+    board.labels.update({env_id: workload.label for env_id, workload in workloads.items()})
+    plan = _Plan(workloads, [(e, s, a) for e in env_ids for s in seed_list for a in names], built, options, budget,
+                 time_budget, out, vendor, remeasure, progress, native_blas, default_space)
+    try:
+        if ray is None:
+            _run_local(board, plan, db_path, target)
+        else:  # each node times on its own CPU, unless the kernels go to a remote device
+            _run_on_ray(board, plan, db_path, ray, target if target.remote is not None else None)
+    except DatabaseError:
+        for directory in reversed(created):  # a database that cannot be opened leaves no directory behind
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+    write_tables(board, out)
+    plots = plot_curves(board, out) if plot else []
+    write_html(board, out, plots)
+    return board
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a compare run does, whoever runs it (this process, or a Ray cluster)."""
+
+    workloads: dict[str, Workload]
+    runs: list[tuple[str, int, str]]  # (env id, seed, agent name), in table order
+    agents: dict[str, Any]  # name -> the agent
+    options: dict[str, dict[str, Any]]
+    budget: int | None
+    time_budget: float | None
+    out: Path
+    vendor: bool
+    remeasure: int
+    progress: bool
+    native_blas: bool = False
+    space: str | None = None  # the space every search agent tunes in (None: each agent's own)
+
+    def env_space(self, agent) -> str:
+        """The space of the env ``agent`` tunes (the plan's, or the agent's own)."""
+        return self.space if self.space is not None else agent.env_space
+
+    def result_path(self, env_id: str, agent: str, seed: int) -> Path:
+        # A space other than the agent's own is part of the run's identity (and of its file name).
+        options = {**self.options[agent], **({"space": self.space} if self.space else {})}
+        return _result_path(self.out, env_id, agent, seed, options)
+
+    def saved_result(self, env_id: str, agent: str, seed: int) -> TuningResult | None:
+        return _load_result(self.result_path(env_id, agent, seed), self.budget, self.time_budget)
+
+    def vendor_path(self, env_id: str) -> Path:
+        return self.out / "vendor" / f"{slug(env_id)}.json"
+
+    def progress_bar(self):
+        if not self.progress:
+            return None
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(runs), desc="compare", unit="run", position=0, dynamic_ncols=True)
-    database = Database(db if db is not None else default_path())
-    measurer = Measurer()
+        return tqdm(total=len(self.runs), desc="compare", unit="run", position=0, dynamic_ncols=True)
+
+
+def _add_result(board: Leaderboard, env_id: str, agent: str, result: TuningResult, path: Path) -> None:
+    board.results.setdefault((env_id, agent), []).append(result)
+    board.result_files.setdefault((env_id, agent), []).append(str(path))
+
+
+def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Target) -> None:
+    """Every run in turn in this process, one measurer, one database."""
+    bar = plan.progress_bar()
+    database = Database(db_path)
+    measurer = Measurer(target)
     envs_open: dict[tuple[str, str], TuningEnv] = {}
 
     def env_for(env_id: str, space: str) -> TuningEnv:
         if (env_id, space) not in envs_open:
-            envs_open[(env_id, space)] = make_env(workloads[env_id], space=space, db=database, measurer=measurer)
+            envs_open[(env_id, space)] = make_env(plan.workloads[env_id], space=space, target=target, db=database,
+                                                  measurer=measurer)
         return envs_open[(env_id, space)]
 
     try:
-        for env_id, workload in workloads.items():
-            board.labels[env_id] = workload.label
-            if vendor:
-                board.vendor[env_id] = _vendor_timings(workload, out / "vendor" / f"{slug(env_id)}.json")
-        for env_id, seed, name in runs:
-            agent = built[name]
-            path = _result_path(out, env_id, name, seed, options[name])
-            result = _load_result(path, budget, time_budget)
+        if plan.vendor:
+            for env_id, workload in plan.workloads.items():
+                board.vendor[env_id] = _vendor_timings(workload, plan.vendor_path(env_id), plan.native_blas)
+        for env_id, seed, name in plan.runs:
+            agent = plan.agents[name]
+            path = plan.result_path(env_id, name, seed)
+            result = plan.saved_result(env_id, name, seed)
             if result is None:
                 if bar is not None:
                     bar.set_postfix_str(f"{env_id} {name} seed {seed}")
                 log.info("compare: %s, agent %s, seed %d", env_id, name, seed)
                 t0 = time.monotonic()
                 try:
-                    result = agent.tune(env_for(env_id, agent.env_space), budget=budget, time_budget=time_budget,
-                                        seed=seed, callback=ProgressBarCallback() if progress else None)
+                    result = agent.tune(env_for(env_id, plan.env_space(agent)), budget=plan.budget,
+                                        time_budget=plan.time_budget, seed=seed,
+                                        callback=ProgressBarCallback() if plan.progress else None)
                 except Exception as exc:  # noqa: BLE001 - one failed agent must not end the comparison
                     log.exception("compare: %s on %s (seed %d) failed", name, env_id, seed)
                     board.errors.append({"env": env_id, "agent": name, "seed": seed,
@@ -220,12 +372,20 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
                     continue
                 path.parent.mkdir(parents=True, exist_ok=True)
                 result.save(path)
-            board.results.setdefault((env_id, name), []).append(result)
-            board.result_files.setdefault((env_id, name), []).append(str(path))
+            _add_result(board, env_id, name, result, path)
             if bar is not None:
                 bar.update(1)
-        if remeasure > 0:
-            _remeasure_winners(board, workloads, remeasure, env_for, measurer, out, progress)
+        if plan.remeasure > 0:
+            for env_id in board.env_ids:
+                runs, refs = _to_retime(board, env_id, plan.remeasure)
+                if not runs and not refs:
+                    continue
+                spaces = {r.space: _space_for(env_for, env_id, r.space, plan.space or "tiles") for _, _, r in runs}
+                kernel_values, vendor_values = retime_interleaved(
+                    measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
+                    [(plan.workloads[env_id], ref["backend"], ref.get("choice") or ref["layout"]) for ref in refs],
+                    plan.remeasure, f"re-timing {env_id}", plan.progress, plan.native_blas)
+                _store_retimes(board, env_id, runs, refs, kernel_values, vendor_values, plan)
     finally:
         if bar is not None:
             bar.close()
@@ -233,20 +393,132 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
             env.close()
         measurer.close()
         database.close()
-    write_tables(board, out)
-    if plot:
-        plot_curves(board, out)
-    return board
+
+
+def _run_on_ray(board: Leaderboard, plan: _Plan, db_path: str | Path, address: str, target: Target | None) -> None:
+    """The same runs as jobs on a Ray cluster: one per measuring node at a time, records into ``db_path``.
+
+    Vendor timings and the re-timing rounds of an env are jobs too, each on one node,
+    so that a table's re-timed column compares kernels timed on one machine. With a
+    remote ``target`` the nodes build and the device servers behind its tracker time.
+    """
+    from tensorgym.cluster import MeasuringCluster
+
+    bar = plan.progress_bar()
+    try:
+        with MeasuringCluster(address, db_path) as cluster:
+            jobs: dict[Any, tuple] = {}
+            for env_id, workload in plan.workloads.items():
+                cached = _read_vendor_file(plan.vendor_path(env_id)) if plan.vendor else None
+                if cached is not None:
+                    board.vendor[env_id] = cached
+                elif plan.vendor:
+                    jobs[cluster.submit(_vendor_job, workload, plan.native_blas, tag=f"vendor {env_id}")] = (
+                        "vendor", env_id)
+            finished: dict[tuple[str, int, str], TuningResult] = {}
+            for env_id, seed, name in plan.runs:
+                result = plan.saved_result(env_id, name, seed)
+                if result is not None:
+                    finished[(env_id, seed, name)] = result
+                    continue
+                tag = f"{env_id} {name} seed {seed}"
+                handle = cluster.submit(_tune_job, plan.workloads[env_id], name, plan.options[name], seed,
+                                        plan.budget, plan.time_budget, target, plan.space, tag=tag)
+                jobs[handle] = ("run", env_id, seed, name)
+            if bar is not None:
+                bar.update(len(finished))
+            for handle, outcome in cluster.as_completed(list(jobs)):
+                kind, env_id, *rest = jobs[handle]
+                if kind == "vendor":
+                    board.vendor[env_id] = outcome.value if outcome.ok else []
+                    if outcome.ok:
+                        _write_json(plan.vendor_path(env_id), outcome.value)
+                    else:
+                        log.warning("compare: vendor timings of %s failed: %s", env_id, outcome.error)
+                    continue
+                seed, name = rest
+                if bar is not None:
+                    bar.update(1)
+                if not outcome.ok:
+                    board.errors.append({"env": env_id, "agent": name, "seed": seed, "error": outcome.error,
+                                         "seconds": None})
+                    continue
+                result = TuningResult.from_json(outcome.value)
+                path = plan.result_path(env_id, name, seed)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                result.save(path)
+                finished[(env_id, seed, name)] = result
+            for env_id, seed, name in plan.runs:  # the table's order, whatever order the runs ended in
+                if (env_id, seed, name) in finished:
+                    _add_result(board, env_id, name, finished[(env_id, seed, name)],
+                                plan.result_path(env_id, name, seed))
+            targets = {r.target for results in board.results.values() for r in results}
+            if len(targets) > 1:
+                log.warning("compare: the runs were measured on %d different machines (fingerprints %s): their "
+                            "GFLOP/s are not comparable; give the cluster identical measuring nodes",
+                            len(targets), ", ".join(sorted(targets)))
+            if plan.remeasure > 0:
+                _retime_on_ray(board, plan, cluster, target)
+            board.cluster.update({"address": address, "writer": cluster.stats()})
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _retime_on_ray(board: Leaderboard, plan: _Plan, cluster, target: Target | None) -> None:
+    """One re-timing job per env (its winners and vendors, interleaved on one node), all envs at once."""
+    retimes = {}
+    for env_id in board.env_ids:
+        runs, refs = _to_retime(board, env_id, plan.remeasure)
+        if runs or refs:
+            handle = cluster.submit(_retime_job, plan.workloads[env_id], [(r.space, r.best_config) for _, _, r in runs],
+                                    [(ref["backend"], ref.get("choice") or ref["layout"]) for ref in refs],
+                                    plan.remeasure, target, plan.native_blas, tag=f"re-timing {env_id}")
+            retimes[handle] = (env_id, runs, refs)
+    for handle, outcome in cluster.as_completed(list(retimes)):
+        env_id, runs, refs = retimes[handle]
+        if outcome.ok:
+            _store_retimes(board, env_id, runs, refs, *outcome.value, plan)
+        else:
+            log.warning("compare: re-timing %s failed: %s", env_id, outcome.error)
+
+
+# -- jobs on a Ray node (``db`` is the node's view of the user's database) --------------------------------
+def _tune_job(db: Database, workload: Workload, agent: str, options: dict[str, Any], seed: int,
+              budget: int | None, time_budget: float | None, target: Target | None,
+              space: str | None = None) -> dict[str, Any]:
+    tuner = make_agent(agent, **options)
+    env = make_env(workload, space=space or tuner.env_space, db=db, target=target)
+    try:
+        return tuner.tune(env, budget=budget, time_budget=time_budget, seed=seed).to_json()
+    finally:
+        env.close()
+
+
+def _vendor_job(db: Database, workload: Workload, native_blas: bool = False) -> list[dict[str, Any]]:
+    return _time_vendors(workload, native_blas)
+
+
+def _retime_job(db: Database, workload: Workload, kernels: Sequence[tuple[str, Config]],
+                vendors: Sequence[tuple[str, str]], rounds: int, target: Target | None, native_blas: bool = False
+                ) -> tuple[list[list[float]], list[list[float]]]:
+    with Measurer(target) as measurer:
+        spaces = {name: make_space(name, workload, measurer.target) for name, _ in kernels}
+        return retime_interleaved(measurer, [(spaces[name], config) for name, config in kernels],
+                                  [(workload, backend, layout) for backend, layout in vendors], rounds,
+                                  native_blas=native_blas)
 
 
 def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Sequence[tuple[Any, str, str]],
-                       rounds: int, label: str = "re-timing", progress: bool = False
+                       rounds: int, label: str = "re-timing", progress: bool = False, native_blas: bool = False
                        ) -> tuple[list[list[float]], list[list[float]]]:
     """Time kernels ``(space, config)`` and vendor references ``(workload, backend, layout)`` again.
 
     ``rounds`` rounds, each timing every kernel then every vendor once, so that
     a slow minute of the machine hits all of them alike. Returns the GFLOP/s of
-    each kernel and each vendor, one value per round (failed ones left out).
+    each kernel and each vendor, one value per round (failed ones left out, and
+    so are timings the measurer knows were taken on a busy machine, unless every
+    round of that kernel or vendor was: then they are all there is).
     """
     kernel_values: list[list[float]] = [[] for _ in kernels]
     vendor_values: list[list[float]] = [[] for _ in vendors]
@@ -255,62 +527,74 @@ def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Se
         from tqdm.auto import tqdm
 
         bar = tqdm(total=rounds * (len(kernels) + len(vendors)), desc=label, unit="kernel", dynamic_ncols=True)
+    kernel_busy: list[list[float]] = [[] for _ in kernels]
+    vendor_busy: list[list[float]] = [[] for _ in vendors]
     for _ in range(rounds):
-        for values, (space, config) in zip(kernel_values, kernels):
+        for values, busy, (space, config) in zip(kernel_values, kernel_busy, kernels):
             record = measurer.measure(space, [config], check=False)[0]
             if record.ok:
-                values.append(record.gflops)
+                (busy if record.busy else values).append(record.gflops)
             if bar is not None:
                 bar.update(1)
-        for values, (workload, backend, layout) in zip(vendor_values, vendors):
+        for values, busy, (workload, backend, layout) in zip(vendor_values, vendor_busy, vendors):
             try:
-                values.append(time_vendor(workload, backend, layout).gflops)
+                ref = time_vendor(workload, backend, layout, native_blas=native_blas)
+                (busy if ref.busy else values).append(ref.gflops)
             except RuntimeError as exc:
                 log.warning("re-timing %s %s on %s: %s", backend, layout, workload.label, exc)
             if bar is not None:
                 bar.update(1)
     if bar is not None:
         bar.close()
+    for values, busy in zip(kernel_values + vendor_values, kernel_busy + vendor_busy):
+        if not values:
+            values.extend(busy)
     return kernel_values, vendor_values
 
 
-def _remeasure_winners(board: Leaderboard, workloads: Mapping[str, Any], rounds: int, env_for, measurer, out: Path,
-                       progress: bool) -> None:
-    """Re-time every run's best config and the vendors (:func:`retime_interleaved`), per env."""
-
-    for env_id in board.env_ids:
-        runs = [(name, i, r) for name in board.agents for i, r in enumerate(board.results.get((env_id, name), []))
-                if r.best_config is not None and len(r.extra.get("remeasured_samples", ())) < rounds]
-        refs = [ref for ref in board.vendor.get(env_id, []) if ref.get("gflops") is not None and "backend" in ref
-                and len(ref.get("remeasured_samples", ())) < rounds]
-        if not runs and not refs:
-            continue
-        spaces = {r.space: _space_for(env_for, env_id, r.space) for _, _, r in runs}
-        workload = workloads[env_id]
-        kernel_values, vendor_values = retime_interleaved(
-            measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
-            [(workload, ref["backend"], ref["layout"]) for ref in refs], rounds, f"re-timing {env_id}", progress)
-        for (name, i, result), values in zip(runs, kernel_values):
-            result.extra["remeasured_samples"] = values
-            result.extra["remeasured_gflops"] = median_or_none(values)
-            result.save(board.result_files[(env_id, name)][i])
-        for ref, values in zip(refs, vendor_values):
-            ref["remeasured_samples"] = values
-            ref["remeasured_gflops"] = median_or_none(values)
-        if refs:
-            path = out / "vendor" / f"{slug(env_id)}.json"
-            path.write_text(json.dumps(board.vendor[env_id], indent=1))
+def _to_retime(board: Leaderboard, env_id: str, rounds: int) -> tuple[list, list]:
+    """The runs ``(agent, index, result)`` and vendor references of ``env_id`` not yet re-timed ``rounds`` times."""
+    runs = [(name, i, r) for name in board.agents for i, r in enumerate(board.results.get((env_id, name), []))
+            if r.best_config is not None and len(r.extra.get("remeasured_samples", ())) < rounds]
+    refs = [ref for ref in board.vendor.get(env_id, []) if ref.get("gflops") is not None and "backend" in ref
+            and len(ref.get("remeasured_samples", ())) < rounds]
+    return runs, refs
 
 
-def _space_for(env_for, env_id: str, space: str) -> Space:
-    """The space object to re-time a result of ``space`` on ``env_id``: the env's own where one exists."""
-    return space_of(env_for(env_id, space if space in ENVS else "tiles"), space)
+def _store_retimes(board: Leaderboard, env_id: str, runs: list, refs: list, kernel_values: list[list[float]],
+                   vendor_values: list[list[float]], plan: _Plan) -> None:
+    """Keep the re-timed values in the results (and their files) and the vendor references (and theirs)."""
+    for (name, i, result), values in zip(runs, kernel_values):
+        result.extra["remeasured_samples"] = values
+        result.extra["remeasured_gflops"] = median_or_none(values)
+        result.save(board.result_files[(env_id, name)][i])
+    for ref, values in zip(refs, vendor_values):
+        ref["remeasured_samples"] = values
+        ref["remeasured_gflops"] = median_or_none(values)
+    if refs:
+        _write_json(plan.vendor_path(env_id), board.vendor[env_id])
+
+
+def _space_for(env_for, env_id: str, space: str, env_space: str = "tiles") -> Space:
+    """The space object to re-time a result of ``space`` on ``env_id``: the env's own where one exists
+    (results of spaces without an env, MetaSchedule's, are re-timed through an ``env_space`` env)."""
+    return space_of(env_for(env_id, space if space in ENVS else env_space), space)
 
 
 def space_of(env, space: str) -> Space:
     """The space named ``space`` over ``env``'s workload: the env's own if it is that space."""
     env = tuning_env(env)
     return env.search_space if env.search_space.name == space else make_space(space, env.workload, env.target)
+
+
+def busy_summary(board: Leaderboard) -> str:
+    """One line saying how many timings of a compare run were taken on a busy machine ("" if none)."""
+    trials = sum(r.extra.get("busy_trials", 0) for runs in board.results.values() for r in runs)
+    vendors = sum(1 for refs in board.vendor.values() for ref in refs if is_busy(ref.get("contention")))
+    if not trials and not vendors:
+        return ""
+    return (f"warning: the machine was busy: {trials} trial(s) and {vendors} vendor timing(s) saw other processes "
+            f"take more than {BUSY_SHARE:.0%} of the cores (their GFLOP/s are what a busy machine gave)")
 
 
 def median_or_none(values: Sequence[float]) -> float | None:

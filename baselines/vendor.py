@@ -1,41 +1,90 @@
-"""Vendor-library references: the same layer computed by oneDNN (through PyTorch) or BLAS (through NumPy),
+"""Vendor-library references: the same layer computed by oneDNN, MKL or OpenBLAS, the way a user on this CPU would,
 or on a GPU by cuBLAS and cuDNN (through PyTorch).
 
-Each library is timed in its own fresh worker process, with every core, the
-same :class:`~tensorgym.measure.TimingProtocol` as tensorgym's kernels, and
-the same inputs; its output is checked against the NumPy reference too.
+Each reference is timed in its own fresh worker process, with every core, the
+same :class:`~tensorgym.measure.TimingProtocol` as tensorgym's kernels (so it
+also records the CPU contention of its timing), and the same inputs; its
+output is checked against the NumPy reference too. Each process reports the
+*kernel family* it ran (``VendorResult.kernel``): oneDNN's implementation
+name from its verbose output (e.g. ``brg_conv_fwd:avx512_core``), MKL's code
+path from its verbose banner, OpenBLAS's core type from threadpoolctl; the
+tables show it.
 
-* conv2d: ``torch.nn.functional.conv2d`` on NCHW tensors (oneDNN's NCHW path)
-  and on channels-last tensors (``layout="NHWC"``);
-* matmul: ``numpy.matmul`` (the BLAS NumPy ships with: OpenBLAS) and
-  ``torch.mm`` (the BLAS the PyTorch wheel links).
+References (``vendor_choices``), as ``(backend, layout)``, float32:
 
-For a CUDA target (``target=``, a :class:`~tensorgym.target.Target` of kind
+* conv2d: ``torch`` ``NCHW`` and ``NHWC`` (``torch.nn.functional.conv2d`` on
+  contiguous or channels-last tensors: oneDNN reorders the weights to its
+  blocked layout on every call) and ``onednn`` ``NHWC pre-packed`` (oneDNN's
+  convolution with weights reordered once, before timing, as a framework does
+  at load: ``torch.ops.mkldnn._convolution_pointwise``);
+* matmul: ``numpy`` (the OpenBLAS NumPy ships), ``torch`` (``torch.mm``: MKL's
+  sgemm), ``onednn`` ``row-major`` (oneDNN's matmul, plain weights) and
+  ``pre-packed`` (weights reordered once), ``mkl`` ``pre-packed`` (MKL's packed
+  GEMM, weights packed once).
+
+int8 (uint8 activations x int8 weights, what a PyTorch user of this CPU reaches for):
+
+* conv2d: ``torch`` ``quantized pre-packed``: PyTorch's quantized conv
+  (``torch.ops.quantized.conv2d``, the ``x86`` engine: oneDNN) with unit scales,
+  zero zero-points and weights pre-packed once (``conv2d_prepack``, outside the
+  timed call: the functional API re-packs them on every call). Its output is
+  requantized to uint8 (the int32 accumulators are not exposed), with the
+  output scale ``max|ref| / 127`` and zero point 128, so the check is "within
+  half an output step": ``max_rel_error`` is about 1/254 for a correct kernel;
+* matmul: ``torch`` ``int_mm``: ``torch._int_mm`` (int8 x int8 -> int32,
+  oneDNN). It takes signed activations, so the call computes
+  ``(A - 128) @ B + 128 * colsum(B)`` (the compensation oneDNN itself applies to
+  uint8 inputs), exactly ``A @ B``; shapes it refuses (M <= 16, K or N not
+  multiples of 8) have no reference.
+
+bf16: ``torch`` conv2d (NHWC and NCHW) and ``torch.mm`` on bfloat16 tensors
+(oneDNN); the output is bfloat16, so ``max_rel_error`` is about 4e-3 (its
+rounding).
+
+**Like with like.** ``VendorResult.weights`` says whether the weights were
+prepared once outside the timing (``pre-packed``) or are taken as given on
+every call (``per call``); compare a tensorgym kernel timed with pre-packed
+weights with the former, one that packs its weights itself with the latter.
+
+**The machine's environment.** Some machines set ``OPENBLAS_CORETYPE`` or
+``OPENBLAS_L2_SIZE``, which make OpenBLAS run an older kernel than the CPU
+supports. ``time_vendor(..., native_blas=True)`` clears them in the vendor's
+own process only (benchmarks do; tests and CI keep the machine's environment),
+and the result says so (``VendorResult.environment``).
+
+**GPUs.** For a CUDA target (``target=``, a :class:`~tensorgym.target.Target` of kind
 ``"cuda"``) the references run on the GPU, timed as tensorgym's CUDA kernels are
 (:data:`~tensorgym.measure.runner.GPU_TIMING`: CUDA events, one call per sample, the L2
-flushed before each), with NVML's clocks recorded:
+flushed before each), with NVML's clocks recorded (``VendorResult.device_state``):
 
-* ``cublas``: ``torch.mm``; fp16/bf16 inputs give an fp32 output (``out_dtype``, summed
+* ``cublas``: ``torch.mm``; float16/bf16 inputs give an fp32 output (``out_dtype``, summed
   in fp32) where the PyTorch build has it, else the library's 16-bit output (said in
-  ``library``); fp32 in full fp32 (TF32 off), ``cublas-tf32`` with TF32 tensor cores;
+  ``library``); float32 in full fp32 (TF32 off), ``cublas-tf32`` with TF32 tensor cores;
 * ``cudnn``: ``torch.nn.functional.conv2d`` with cuDNN's autotuner (``benchmark``) on,
-  NCHW or channels-last (``NHWC``); fp32 with TF32 off (``cudnn-tf32``: on); fp16/bf16
+  NCHW or channels-last (``NHWC``); float32 with TF32 off (``cudnn-tf32``: on); float16/bf16
   convolutions write 16-bit outputs (cuDNN through PyTorch has no fp32 output for them).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from tensorgym.errors import TensorgymError
+from tensorgym.measure.contention import is_busy
 from tensorgym.measure.protocol import TimingProtocol
 from tensorgym.measure.runner import GPU_TIMING
 from tensorgym.measure.worker import Worker
 from tensorgym.record import summarize_samples
 from tensorgym.target import Target, local_cpu
 from tensorgym.workloads import Conv2d, Matmul, Workload
+
+BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what ``native_blas=True`` clears
+PER_CALL, PRE_PACKED = "per call", "pre-packed"
 
 
 class VendorUnavailable(TensorgymError, RuntimeError):
@@ -44,55 +93,95 @@ class VendorUnavailable(TensorgymError, RuntimeError):
 
 @dataclass(frozen=True)
 class VendorResult:
-    library: str  # e.g. "torch 2.13.0 (oneDNN)"
-    layout: str
-    backend: str  # what time_vendor takes: "torch", "numpy", "cublas", "cudnn", ...
+    library: str  # e.g. "torch 2.13.0 oneDNN [brg_conv_fwd:avx512_core]": the library and its kernel family
+    layout: str  # e.g. "NHWC" or "NHWC, weights pre-packed"
+    backend: str  # what time_vendor takes: "torch", "onednn", "mkl", "numpy"; on a GPU "cublas", "cudnn", ...
     latency_s: float
     latency_cv: float
     samples: tuple[float, ...]
-    gflops: float
+    gflops: float  # GOP/s for int8 workloads
     max_rel_error: float
+    kernel: str = ""  # the kernel family the library ran
+    weights: str = PER_CALL  # "per call" or "pre-packed" (see the module docs)
+    contention: float | None = None  # CPU contention share of the timing (see tensorgym.measure.contention)
+    environment: str = ""  # e.g. "OPENBLAS_CORETYPE cleared" (native_blas)
+    choice: str = ""  # the layout argument of time_vendor that made it
     device_state: tuple[tuple[str, float], ...] = ()  # a GPU's clocks while timing (NVML)
+
+    @property
+    def busy(self) -> bool:
+        """Timed while other processes took a share of the cores: no ratio may be drawn from it."""
+        return is_busy(self.contention)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def vendor_choices(workload: Workload, target: Target | None = None) -> list[tuple[str, str]]:
-    """(library, layout) pairs available for a workload on ``target`` (default: this CPU), the primary first."""
+    """``(backend, layout)`` pairs available for a workload on ``target`` (default: this CPU), the primary first."""
     if target is not None and target.kind == "cuda":
+        if workload.dtype == "int8" or (isinstance(workload, Conv2d) and workload.layout != "NCHW"):
+            return []
         tf32 = workload.dtype == "float32"
         if isinstance(workload, Conv2d):
             return [("cudnn", "NCHW"), ("cudnn", "NHWC")] + ([("cudnn-tf32", "NHWC")] if tf32 else [])
         if isinstance(workload, Matmul):
             return [("cublas", "row-major")] + ([("cublas-tf32", "row-major")] if tf32 else [])
         return []
+    if workload.dtype == "int8":
+        if isinstance(workload, Conv2d):
+            return [("torch", "quantized pre-packed")]
+        return [("torch", "int_mm")] if isinstance(workload, Matmul) else []
+    if workload.dtype == "bf16":
+        if isinstance(workload, Conv2d):
+            return [("torch", "NHWC"), ("torch", "NCHW")]
+        return [("torch", "row-major")] if isinstance(workload, Matmul) else []
     if isinstance(workload, Conv2d):
-        return [("torch", "NCHW"), ("torch", "NHWC")]
+        return [("torch", "NHWC"), ("torch", "NCHW"), ("onednn", "NHWC pre-packed")]
     if isinstance(workload, Matmul):
-        return [("numpy", "row-major"), ("torch", "row-major")]
+        return [("torch", "row-major"), ("numpy", "row-major"), ("onednn", "row-major"), ("onednn", "pre-packed"),
+                ("mkl", "pre-packed")]
     return []
+
+
+def best_vendor(timings: list[dict[str, Any]], weights: str | None = None) -> dict[str, Any] | None:
+    """The fastest of a list of ``VendorResult.to_json()`` dicts (optionally only per-call or pre-packed ones)."""
+    usable = [t for t in timings if t.get("gflops") and (weights is None or t.get("weights") == weights)]
+    return max(usable, key=lambda t: t.get("remeasured_gflops") or t["gflops"], default=None)
+
+
+def ratio_text(gflops: float | None, ref: "VendorResult | dict[str, Any]", *, kernel_busy: bool = False) -> str:
+    """``"1.23x vendor"``, or why no ratio is given: a ratio from a contended timing is never printed."""
+    contention = ref.contention if isinstance(ref, VendorResult) else ref.get("contention")
+    ref_gflops = ref.gflops if isinstance(ref, VendorResult) else ref.get("gflops")
+    if not gflops or not ref_gflops:
+        return ""
+    if kernel_busy or is_busy(contention):
+        return "no ratio: timed on a busy machine"
+    return f"{gflops / ref_gflops:.2f}x vendor"
 
 
 def time_vendor(workload: Workload, library: str | None = None, layout: str | None = None, *,
                 protocol: TimingProtocol | None = None, timeout: float = 600.0,
-                target: Target | None = None) -> VendorResult:
-    """Time the vendor library on ``workload`` in a fresh process (default: the primary reference).
+                native_blas: bool = False, target: Target | None = None) -> VendorResult:
+    """Time a vendor reference on ``workload`` in a fresh process (default: the primary one).
 
-    With a CUDA ``target`` the libraries are the GPU's (cuBLAS, cuDNN) and the protocol defaults
-    to the GPU one.
+    ``native_blas`` clears :data:`BLAS_OVERRIDES` in the vendor's process (see the module docs). With a
+    CUDA ``target`` the libraries are the GPU's (cuBLAS, cuDNN) and the protocol defaults to the GPU one.
     """
     choices = vendor_choices(workload, target)
     if not choices:
-        raise VendorUnavailable(f"no vendor reference for {workload.op}")
+        raise VendorUnavailable(f"no vendor reference for {workload.op}"
+                                + (f" {workload.dtype} on {target.label}" if target is not None else ""))
     library = library or choices[0][0]
-    layout = layout or next(lay for lib, lay in choices if lib == library)
+    layout = layout or next((lay for lib, lay in choices if lib == library), "")
     if (library, layout) not in choices:
         raise ValueError(f"no {library} {layout} reference for {workload.op}; choices: {choices}")
+    cleared = [k for k in BLAS_OVERRIDES if k in os.environ] if native_blas else []
     gpu = target is not None and target.kind == "cuda"
     with tempfile.TemporaryDirectory(prefix="tensorgym-vendor-") as logs:
         worker = Worker("vendor", logs, env={"OMP_NUM_THREADS": str(local_cpu().num_cores)},
-                        block_torch=False, preload=())
+                        block_torch=False, preload=(), unset=BLAS_OVERRIDES if native_blas else ())
         try:
             if gpu:
                 outcome = worker.call("tensorgym.baselines.vendor:_time_here_cuda", workload, library, layout,
@@ -106,56 +195,203 @@ def time_vendor(workload: Workload, library: str | None = None, layout: str | No
         if "ModuleNotFoundError" in outcome.error:
             raise VendorUnavailable(f"{library} is not installed: {outcome.error.splitlines()[0]}")
         if "VendorUnavailable" in outcome.error:
-            raise VendorUnavailable(outcome.error.splitlines()[0].partition(": ")[2])
+            raise VendorUnavailable(outcome.error.strip().splitlines()[-1].split(": ", 1)[-1])
         raise RuntimeError(f"timing {library} on {workload.label} failed ({outcome.kind}): {outcome.error[:500]}")
-    return VendorResult(**outcome.value)
+    environment = f"{', '.join(cleared)} cleared" if cleared else ""
+    return VendorResult(**outcome.value, environment=environment, choice=layout)
+
+
+# -- in the vendor's process --------------------------------------------------------------------------
+def _capture_stdout(fn) -> str:
+    """What ``fn`` writes to file descriptor 1 (the C libraries' verbose output), not shown."""
+    sys.stdout.flush()
+    with tempfile.TemporaryFile(mode="w+") as sink:
+        saved = os.dup(1)
+        os.dup2(sink.fileno(), 1)
+        try:
+            fn()
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+        sink.seek(0)
+        return sink.read()
+
+
+def onednn_kernel(verbose: str) -> str:
+    """The implementation of the main oneDNN primitive in its verbose output, with the reorders per call."""
+    impls, reorders = [], 0
+    for line in verbose.splitlines():
+        fields = line.split(",")
+        if len(fields) > 6 and fields[0] == "onednn_verbose" and fields[2] == "primitive" and fields[3] == "exec":
+            if fields[5] == "reorder":
+                reorders += 1
+            else:
+                impls.append(f"{fields[5]} {fields[6]}")
+    if not impls:
+        return "not oneDNN: PyTorch's own kernel"
+    return impls[-1] + (f" + {reorders} reorder{'s' * (reorders > 1)} per call" if reorders else "")
+
+
+def mkl_kernel(verbose: str) -> str:
+    """MKL's version and code path from its verbose banner, e.g. ``oneMKL 2024.0, AVX-512 code path``."""
+    banner = next((line for line in verbose.splitlines() if line.startswith("MKL_VERBOSE") and "Intel(R) 64" in line),
+                  "")
+    version = re.search(r"MKL_VERBOSE (\S*MKL \S+)", banner)
+    paths = [("AVX-512", "AVX-512"), ("AVX2", "AVX2"), ("AVX", "AVX")]
+    path = next((name for key, name in paths if key in banner), "unknown")
+    amx = " (AMX available)" if "Advanced Matrix Extensions" in banner else ""
+    return f"{version.group(1) if version else 'MKL'} sgemm, {path} code path{amx}"
+
+
+def blas_kernel() -> str:
+    """NumPy's BLAS, its version, the core type it runs and its threads (threadpoolctl)."""
+    from threadpoolctl import threadpool_info
+
+    for info in threadpool_info():
+        if info.get("user_api") == "blas":
+            arch = info.get("architecture") or "unknown core type"
+            return f"{info.get('internal_api', 'BLAS')} {info.get('version', '')} {arch}, " \
+                   f"{info.get('num_threads')} threads"
+    return "BLAS (threadpoolctl found none)"
 
 
 def _time_here(workload: Workload, library: str, layout: str, protocol: TimingProtocol, threads: int) -> dict:
     """Runs in the vendor worker."""
-    import numpy as np
-
     from tensorgym.measure.tasks import relative_error
 
     inputs = workload.random_inputs(seed=0)
     reference = workload.reference(*inputs)
-    if library == "torch":
+    weights = PRE_PACKED if "pre-packed" in layout else PER_CALL
+    if library == "numpy":
+        import numpy as np
+
+        a, b = inputs
+        call = lambda: a @ b  # noqa: E731
+        out = call()
+        name = f"numpy {np.__version__}"
+        kernel = blas_kernel()
+        timing = protocol.time_callable(call)
+    else:
         import torch
 
         torch.set_num_threads(threads)
-        name = f"torch {torch.__version__.split('+')[0]} ({'oneDNN' if isinstance(workload, Conv2d) else 'BLAS'})"
         with torch.no_grad():
-            if isinstance(workload, Conv2d):
-                x, w = (torch.from_numpy(a) for a in inputs)
-                if layout == "NHWC":
-                    x = x.contiguous(memory_format=torch.channels_last)
-                    w = w.contiguous(memory_format=torch.channels_last)
-
-                def call():
-                    return torch.nn.functional.conv2d(x, w, stride=workload.stride, padding=workload.padding)
+            if workload.dtype != "float32":
+                call, name, result = _torch_low_precision_call(torch, workload, layout, inputs, reference)
+                out = result(call())
             else:
-                a, b = (torch.from_numpy(a) for a in inputs)
+                call, name = _torch_call(torch, workload, library, layout, inputs)
+                out = _torch_output(workload, call())
+            # One call with the library's verbose output on names the kernel it ran; never while timing.
+            if library == "onednn" or isinstance(workload, Conv2d) or workload.dtype != "float32":
+                with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                    kernel = onednn_kernel(_capture_stdout(call))
+            else:
+                with torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
+                    kernel = mkl_kernel(_capture_stdout(call)) + (", packed weights" if library == "mkl" else "")
+            timing = protocol.time_callable(call)
+    median, cv = summarize_samples(timing.samples)
+    shown_layout = layout.replace(" pre-packed", ", weights pre-packed") if layout != "pre-packed" \
+        else "row-major, weights pre-packed"
+    return {"library": f"{name} [{kernel}]", "layout": shown_layout, "backend": library, "latency_s": median,
+            "latency_cv": cv, "samples": tuple(timing.samples), "gflops": workload.gflops(median),
+            "max_rel_error": relative_error(out, reference), "kernel": kernel, "weights": weights,
+            "contention": timing.contention}
 
-                def call():
-                    return torch.mm(a, b)
 
-            out = call().contiguous().numpy()
-            samples, _ = protocol.time_callable(call)
-    elif library == "numpy":
-        a, b = inputs
-        name = f"numpy {np.__version__} (BLAS)"
+def _torch_low_precision_call(torch, workload: Workload, layout: str, inputs, reference):
+    """(the timed call, the library's name, a function turning its result into the output as a NumPy array)
+    for int8 and bf16 workloads (see the module docs)."""
+    import numpy as np
+
+    version = torch.__version__.split("+")[0]
+    if workload.dtype == "int8":
+        call, result = _torch_int8_call(torch, workload, inputs, reference)
+        return call, f"torch {version} oneDNN", result
+    a, b = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(torch.bfloat16) for x in inputs)
+
+    def result(out):
+        return out.float().contiguous().numpy()
+
+    if isinstance(workload, Conv2d):
+        if layout == "NHWC":
+            a = a.contiguous(memory_format=torch.channels_last)
+            b = b.contiguous(memory_format=torch.channels_last)
+        return (lambda: torch.nn.functional.conv2d(a, b, stride=workload.stride, padding=workload.padding),
+                f"torch {version} oneDNN", result)
+    return (lambda: torch.mm(a, b)), f"torch {version} oneDNN", result
+
+
+def _torch_int8_call(torch, workload: Workload, inputs, reference):
+    """(the timed call, a function turning its result into a NumPy array) of PyTorch's int8 reference."""
+    import numpy as np
+
+    data, weights = inputs
+    if isinstance(workload, Matmul):
+        if workload.M <= 16 or workload.K % 8 or workload.N % 8:
+            raise VendorUnavailable(f"torch._int_mm needs M > 16 and K, N multiples of 8; {workload.label} is "
+                                    f"{workload.M}x{workload.N}x{workload.K}")
+        a = torch.from_numpy((data.astype(np.int16) - 128).astype(np.int8))
+        b = torch.from_numpy(weights)
+        compensation = 128 * b.to(torch.int32).sum(dim=0)  # (A - 128) @ B + 128 * colsum(B) == A @ B
 
         def call():
-            return a @ b
+            return torch._int_mm(a, b) + compensation
 
-        out = call()
-        samples, _ = protocol.time_callable(call)
+        return call, lambda out: out.numpy()
+    for engine in ("x86", "onednn", "fbgemm"):
+        if engine in torch.backends.quantized.supported_engines:
+            torch.backends.quantized.engine = engine
+            break
     else:
-        raise ValueError(f"unknown library {library!r}")
-    median, cv = summarize_samples(samples)
-    return {"library": name, "layout": layout, "backend": library, "latency_s": median, "latency_cv": cv,
-            "samples": tuple(samples), "gflops": workload.gflops(median),
-            "max_rel_error": relative_error(out, reference)}
+        raise VendorUnavailable(f"no quantized engine among {torch.backends.quantized.supported_engines}")
+    qx = torch.quantize_per_tensor(torch.from_numpy(data.astype(np.float32)), 1.0, 0, torch.quint8)
+    qw = torch.quantize_per_tensor(torch.from_numpy(weights.astype(np.float32)), 1.0, 0, torch.qint8)
+    st, pad = workload.stride, workload.padding
+    packed = torch.ops.quantized.conv2d_prepack(qw, None, [st, st], [pad, pad], [1, 1], 1)
+    scale = float(np.abs(reference).max()) / 127.0 or 1.0
+
+    def call():
+        return torch.ops.quantized.conv2d(qx, packed, scale, 128)
+
+    return call, lambda out: out.dequantize().numpy()
+
+
+def _torch_output(workload: Workload, out) -> Any:
+    """The output as a NumPy array in the workload's own layout."""
+    out = out.to_dense() if getattr(out, "is_mkldnn", False) else out
+    array = out.contiguous().numpy()
+    return workload.from_canonical_output(array) if isinstance(workload, Conv2d) else array
+
+
+def _torch_call(torch, workload: Workload, library: str, layout: str, inputs):
+    """The call to time and the library's name (weights prepared here, once, when pre-packed)."""
+    version = torch.__version__.split("+")[0]
+    if isinstance(workload, Conv2d):
+        data, kernel = (torch.from_numpy(a) for a in workload.canonical_inputs(*inputs))
+        stride, padding = [workload.stride] * 2, [workload.padding] * 2
+        if library == "torch":
+            if layout == "NHWC":
+                data = data.contiguous(memory_format=torch.channels_last)
+                kernel = kernel.contiguous(memory_format=torch.channels_last)
+            return (lambda: torch.nn.functional.conv2d(data, kernel, stride=workload.stride,
+                                                       padding=workload.padding)), f"torch {version}"
+        data = data.contiguous(memory_format=torch.channels_last)
+        packed = torch._C._nn.mkldnn_reorder_conv2d_weight(kernel.to_mkldnn(), padding, stride, [1, 1], 1,
+                                                           list(data.shape))
+        return (lambda: torch.ops.mkldnn._convolution_pointwise(data, packed, None, padding, stride, [1, 1], 1,
+                                                                "none", [], "")), f"torch {version} oneDNN"
+    a, b = (torch.from_numpy(x) for x in inputs)
+    if library == "torch":
+        return (lambda: torch.mm(a, b)), f"torch {version} MKL"
+    weight = b.t().contiguous()  # linear layers keep weights as [out features, in features]
+    if library == "mkl":
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, workload.M)
+        return (lambda: torch.ops.mkl._mkl_linear(a, packed, weight, None, workload.M)), f"torch {version} MKL"
+    if layout == "pre-packed":
+        weight = torch.ops.mkldnn._reorder_linear_weight(weight, workload.M)
+    return (lambda: torch.ops.mkldnn._linear_pointwise(a, weight, None, "none", [], "")), f"torch {version} oneDNN"
 
 
 def _time_here_cuda(workload: Workload, library: str, layout: str, protocol: TimingProtocol) -> dict:
@@ -174,7 +410,7 @@ def _time_here_cuda(workload: Workload, library: str, layout: str, protocol: Tim
     torch.backends.cudnn.benchmark = True  # cuDNN's autotuner picks its fastest algorithm for the shape
     inputs = workload.random_inputs(seed=0)
     reference = workload.reference(*inputs)
-    dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[workload.dtype]
+    dtype = {"float32": torch.float32, "float16": torch.float16, "bf16": torch.bfloat16}[workload.dtype]
     # NumPy has no bf16 torch understands: go through fp32 (exact, the values are bf16 already).
     a, b = (torch.from_numpy(x.astype("float32")).to(device=device, dtype=dtype) for x in inputs)
     version = torch.__version__.split("+")[0]
@@ -183,12 +419,12 @@ def _time_here_cuda(workload: Workload, library: str, layout: str, protocol: Tim
             if layout == "NHWC":
                 a = a.contiguous(memory_format=torch.channels_last)
                 b = b.contiguous(memory_format=torch.channels_last)
-            name = f"torch {version} cuDNN {torch.backends.cudnn.version()}"
+            kernel = f"cuDNN {torch.backends.cudnn.version()}"
 
             def call():
                 return torch.nn.functional.conv2d(a, b, stride=workload.stride, padding=workload.padding)
         else:
-            name = f"torch {version} cuBLAS"
+            kernel = "cuBLAS"
 
             def call():
                 return torch.mm(a, b)
@@ -200,11 +436,11 @@ def _time_here_cuda(workload: Workload, library: str, layout: str, protocol: Tim
                     def call():
                         return torch.mm(a, b, out_dtype=torch.float32)
                 except (TypeError, RuntimeError):
-                    name += f" ({workload.dtype} output)"
+                    kernel += f" ({workload.dtype} output)"
         if dtype != torch.float32 and isinstance(workload, Conv2d):
-            name += f" ({workload.dtype} output)"
+            kernel += f" ({workload.dtype} output)"
         if tf32:
-            name += " TF32"
+            kernel += " TF32"
         out = call().float().contiguous().cpu().numpy()
         flush = torch.empty(2 * torch.cuda.get_device_properties(device).L2_cache_size, dtype=torch.uint8,
                             device=device)
@@ -224,9 +460,10 @@ def _time_here_cuda(workload: Workload, library: str, layout: str, protocol: Tim
 
         clocks = GpuClocks(0)
         first = protocol.first_call(lambda: (call(), torch.cuda.synchronize()))
-        samples, _ = protocol.run(first, time_samples)
+        timing = protocol.run(first, time_samples)
         state = clocks.read()
-    median, cv = summarize_samples(samples)
-    return {"library": name, "layout": layout, "backend": library, "latency_s": median, "latency_cv": cv,
-            "samples": tuple(samples), "gflops": workload.gflops(median),
-            "max_rel_error": relative_error(out, reference), "device_state": tuple(sorted(state.items()))}
+    median, cv = summarize_samples(timing.samples)
+    return {"library": f"torch {version} {kernel}", "layout": layout, "backend": library, "latency_s": median,
+            "latency_cv": cv, "samples": tuple(timing.samples), "gflops": workload.gflops(median),
+            "max_rel_error": relative_error(out, reference), "kernel": kernel, "contention": timing.contention,
+            "device_state": tuple(sorted(state.items()))}

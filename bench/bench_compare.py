@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     board = compare(envs, args.agents, budget=args.budget, seeds=args.seeds, db=args.db,
                     time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
-                    time_budget=args.time_budget, vendor=not args.no_vendor, progress=not args.quiet)
+                    time_budget=args.time_budget, vendor=not args.no_vendor, progress=not args.quiet,
+                    native_blas=True)
     wall = time.monotonic() - t0
 
     print(f"\n== compare: {', '.join(envs)}; agents {', '.join(board.agents)}; budget {args.budget}; "

@@ -25,6 +25,7 @@ import numpy as np
 import tensorgym  # noqa: F401
 from tensorgym.agents import RandomAgent
 from tensorgym.baselines import time_vendor, vendor_choices
+from tensorgym.baselines.vendor import ratio_text
 from tensorgym.measure import Measurer
 from tensorgym.tuner import ProgressBarCallback
 
@@ -74,13 +75,14 @@ def bench_random_agent(budget: int, db: str, measurer: Measurer, seed: int) -> N
     result = RandomAgent().tune(env, budget=budget, seed=seed, callback=ProgressBarCallback())
     env.close()
     workload = env.unwrapped.workload
-    vendor = [time_vendor(workload, library, layout) for library, layout in vendor_choices(workload)]
+    vendor = [time_vendor(workload, library, layout, native_blas=True)
+              for library, layout in vendor_choices(workload)]
     print(f"random agent on R5, {budget} measurements (seed {seed}): best {result.best_gflops:.1f} GFLOP/s "
           f"({result.best_latency_s * 1e3:.3f} ms, cv {result.best_latency_cv * 100:.1f} %), "
           f"tuning clock {result.trials[-1].elapsed_s:.1f} s")
     for v in vendor:
         print(f"  {v.library} {v.layout}: {v.gflops:.1f} GFLOP/s ({v.latency_s * 1e3:.3f} ms, "
-              f"cv {v.latency_cv * 100:.1f} %) -> tensorgym/vendor = {result.best_gflops / v.gflops:.2f}")
+              f"cv {v.latency_cv * 100:.1f} %) -> tensorgym: {ratio_text(result.best_gflops, v) or '-'}")
 
     # Timing spread: re-measure the best kernel a few times (no check; fresh runs of the same binary).
     space = env.unwrapped.search_space

@@ -7,6 +7,7 @@ database, starts (lazily) a measurer, and closes what it opened.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -14,8 +15,9 @@ import gymnasium as gym
 
 from tensorgym.catalog import make_space
 from tensorgym.config import Config
-from tensorgym.database import Database, default_path
-from tensorgym.errors import InvalidTypeError
+from tensorgym.checks import choice, integer
+from tensorgym.database import Database, database_path, default_path
+from tensorgym.errors import InvalidArgumentError, InvalidTypeError, TensorgymError
 from tensorgym.evaluator import Evaluator
 from tensorgym.measure.measurer import Measurer
 from tensorgym.record import Status
@@ -24,6 +26,23 @@ from tensorgym.target import Target, resolve_target
 from tensorgym.workloads import Workload
 
 SpaceT = TypeVar("SpaceT", bound=Space)
+
+
+class NoWorkingStart(TensorgymError, RuntimeError):
+    """An episode could not start: every start config drawn failed to run."""
+
+
+def check_reset_options(options: Any, known: tuple[str, ...]) -> dict[str, Any]:
+    """``reset``'s ``options`` as a dict (None: no options); unknown keys are refused."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise InvalidTypeError(f"reset options are a dict (e.g. {{'config': ...}}), got {type(options).__name__}")
+    unknown = sorted(map(str, set(options) - set(known)))
+    if unknown:
+        raise InvalidArgumentError(f"unknown reset option(s) {', '.join(unknown)}; this env takes "
+                                   f"{', '.join(known) or 'none'}")
+    return dict(options)
 
 
 def tuning_env(env: gym.Env) -> "TuningEnv":
@@ -42,9 +61,10 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
         workload: the operator instance to tune.
         target: ``"llvm"`` (the local CPU, default), ``"cuda"`` (this machine's GPU; the ``tiles`` space
             is then Ansor's GPU sketch) or a :class:`~tensorgym.target.Target`.
-        db: a :class:`~tensorgym.database.Database` or a path to its SQLite file
-            (default: :func:`tensorgym.database.default_path`, ``$TENSORGYM_DB`` or
-            ``~/.cache/tensorgym/records.db``); measurements are stored there and reused.
+        db: a :class:`~tensorgym.database.Database`, a path to its SQLite file (default:
+            :func:`tensorgym.database.default_path`, ``$TENSORGYM_DB`` or
+            ``~/.cache/tensorgym/records.db``), or ``":memory:"`` for a temporary one;
+            measurements are stored there and reused. A replaying env opens it read-only.
         measurer: a shared :class:`~tensorgym.measure.Measurer`; by default the env
             starts its own on first use and stops it in :meth:`close`.
         backend: ``"tvm"`` (compile and time new configs) or ``"replay"`` (answer only from
@@ -61,15 +81,17 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
                  max_steps: int = 64, render_mode: str | None = None, backend: str = "tvm",
                  **space_options: Any):
         if not isinstance(workload, Workload):
-            raise TypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
-        if not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
-        if backend not in ("tvm", "replay"):
-            raise ValueError(f"backend must be 'tvm' or 'replay', got {backend!r}")
+            raise InvalidTypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
+        max_steps = integer("max_steps", max_steps, minimum=1)
+        choice("backend", backend, ("tvm", "replay"))
+        choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        if measurer is not None and not isinstance(measurer, Measurer):
+            raise InvalidTypeError(f"measurer must be a tensorgym Measurer (or None: the env starts its own), got "
+                                   f"{type(measurer).__name__} {measurer!r:.40}")
         if backend == "replay" and measurer is not None:
-            raise ValueError("backend='replay' measures nothing: do not pass a measurer")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+            raise InvalidArgumentError("backend='replay' measures nothing: do not pass a measurer")
+        if db is not None and not isinstance(db, Database):
+            db = database_path(db)  # refused before anything is built
         self.workload = workload
         self.target = resolve_target(target)
         self.search_space: SpaceT = make_space(self.space_name, workload, self.target, **space_options)
@@ -77,7 +99,9 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
         self.render_mode = render_mode
         self.backend = backend
         self._owns_db = not isinstance(db, Database)
-        self.database = db if isinstance(db, Database) else Database(db if db is not None else default_path())
+        # A replaying env only reads: its database opens read-only (it may be on read-only media).
+        self.database = db if isinstance(db, Database) else Database(db if db is not None else default_path(),
+                                                                      readonly=backend == "replay")
         self._owns_measurer = measurer is None
         self._measurer = measurer
         self._evaluator: Evaluator | None = None

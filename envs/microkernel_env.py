@@ -61,12 +61,13 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from tensorgym.config import Config
+from tensorgym.errors import InvalidArgumentError
 from tensorgym.factors import divisors
 from tensorgym.spaces.microkernel import LAMBDA, MicrokernelSpace, Selection
 from tensorgym.spaces.microkernel.space import log_ratio
 from tensorgym.workloads import Workload
 
-from .base import TuningEnv
+from .base import TuningEnv, check_reset_options
 from .tile_hop import FAILED_KERNEL_PENALTY, INVALID_ACTION_PENALTY
 
 UNMEASURED_PEAK_GFLOPS = 1000.0  # reward scale when the catalogue carries no measured peak (tests)
@@ -94,7 +95,8 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
     """Construct a microkernel-space config step by step; the measured kernel gives the final reward.
 
     Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s go to
-    :class:`~tensorgym.spaces.MicrokernelSpace` (``catalogue``, ``threshold``, ``prepacked``, ``cache_dir``).
+    :class:`~tensorgym.spaces.MicrokernelSpace` (``catalogue``, ``threshold``, ``packing``, ``prepacked``,
+    ``cache_dir``).
     ``backend="replay"`` is not supported: every episode's config is measured.
     """
 
@@ -102,7 +104,7 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
 
     def __init__(self, workload: Workload, **kwargs: Any):
         if kwargs.get("backend") == "replay":
-            raise ValueError("backend='replay' is supported by the tiles env; "
+            raise InvalidArgumentError("backend='replay' is supported by the tiles env; "
                              "the microkernel env measures every episode's config")
         super().__init__(workload, **kwargs)
         space = self.search_space
@@ -138,6 +140,7 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
     # -- gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        check_reset_options(options, ())
         space = self.search_space
         self._phase = "kernel"
         self._kernel = None
@@ -159,8 +162,9 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
         if self._phase == "done":
             raise ResetNeeded("the episode has ended (the kernel was measured); call reset()")
         if not self.action_space.contains(action):
-            raise ValueError(f"action {action!r} is outside the action space Discrete({self.action_space.n}); "
-                             f"actions are integers in [0, {self.action_space.n - 1}]")
+            raise InvalidArgumentError(f"action {action!r} is outside the action space "
+                                       f"Discrete({self.action_space.n}); actions are integers in "
+                                       f"[0, {self.action_space.n - 1}]")
         action = int(action)
         self._steps += 1
         if not self.action_masks()[action]:
@@ -328,7 +332,7 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
         if self._last is not None:
             record = self._last
             info.update(config=record.config.to_json(), gflops=record.gflops, latency_s=record.latency_s,
-                        latency_cv=record.latency_cv,
+                        latency_cv=record.latency_cv, timing=record.timing, busy=record.busy,
                         fraction_of_peak=(record.gflops / self.reward_scale) if record.ok else None,
                         measurements=self.evaluator.measured, **self.search_space.info(record.config))
         return info

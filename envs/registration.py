@@ -3,12 +3,18 @@
 * ``{Op}-{Suite}-{Layer}-v0`` for every suite layer, e.g. ``Conv2d-ResNet-R5-v0``,
   ``Conv2d-YOLO-Y9-v0``, ``Matmul-BERT-M3-v0``, ``Conv2d-ResNet18-C4-v0``;
 * ``tensorgym/Conv2d-v0`` and ``tensorgym/Matmul-v0`` for shapes of your own:
-  ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``.
+  ``gym.make("tensorgym/Matmul-v0", M=256, N=256, K=512)``;
+* ``Network-{name}-v0`` for every built-in network (:mod:`tensorgym.networks`), e.g.
+  ``Network-ResNet18-v0``, and ``tensorgym/Network-v0`` with ``network=`` a network of your
+  own: the network env (:mod:`.network_env`), which takes ``space=``, ``dtype=`` and its own
+  keywords.
 
 Every id takes the env keyword arguments: ``space=`` (a space that has an env class in
-:mod:`tensorgym.catalog`: ``"tiles"``, the tile-hop env, or ``"microkernel"``, the
-microkernel-construction env), ``target=``, ``db=``, ``measurer=``, ``max_steps=``,
-``render_mode=``, ``backend=``, and the chosen space's own options.
+:mod:`tensorgym.catalog`: ``"tiles"``, the tile-hop env, ``"microkernel"``, the
+microkernel-construction env, or ``"mapping"``, the intrinsic-mapping env), ``dtype=``
+(``"float32"``, the default; ``"int8"`` and ``"bf16"`` in the ``mapping`` space), ``target=``,
+``db=``, ``measurer=``, ``max_steps=``, ``render_mode=``, ``backend=``, and the chosen space's
+own options.
 
 :func:`workload_of` answers "which workload is this id (with this shape)?" without
 building an environment.
@@ -25,15 +31,28 @@ import gymnasium as gym
 
 from tensorgym.catalog import env_class
 from tensorgym.errors import InvalidArgumentError, UnknownNameError
+from tensorgym.networks import NETWORKS
 from tensorgym.suites import all_suite_workloads
-from tensorgym.workloads import Workload, conv2d, matmul
+from tensorgym.workloads import Conv2d, Workload, conv2d, matmul
 
 from .base import TuningEnv
 
 
-def make_env(workload: Workload, *, space: str = "tiles", **kwargs: Any) -> TuningEnv:
-    """The environment over ``workload`` in the named search space."""
-    return env_class(space)(workload, **kwargs)
+def make_env(workload: Workload, *, space: str = "tiles", dtype: str | None = None, layout: str | None = None,
+             **kwargs: Any) -> TuningEnv:
+    """The environment over ``workload`` in the named search space: in ``dtype`` if given (``"float32"``,
+    ``"int8"``, ``"bf16"``), and for a conv2d laid out in ``layout`` (``"NHWC"`` or ``"NCHWc"``) if given
+    (``gym.make("Conv2d-ResNet-R5-v0", layout="NHWC")``)."""
+    if dtype is not None and dtype != workload.dtype:
+        workload = workload.with_dtype(dtype)
+    return env_class(space)(with_layout(workload, layout) if layout else workload, **kwargs)
+
+
+def with_layout(workload: Workload, layout: str) -> Workload:
+    """``workload`` laid out in ``layout`` (conv2d only; see :mod:`tensorgym.workloads`)."""
+    if not isinstance(workload, Conv2d):
+        raise InvalidArgumentError(f"only conv2d workloads have a layout; {workload.label} is a {workload.op}")
+    return workload.with_layout(layout)
 
 
 def conv2d_workload(*, C: int, H: int, F: int, R: int, W: int | None = None, S: int | None = None, N: int = 1,
@@ -71,6 +90,9 @@ def make_matmul_env(**kwargs: Any) -> TuningEnv:
     return make_env(workload_of("tensorgym/Matmul-v0", shape), **rest)
 
 
+NETWORK_ID = "tensorgym/Network-v0"  # the network env over a network of your own (network=...)
+
+
 def register_envs() -> None:
     for env_id, workload in all_suite_workloads().items():
         if env_id not in gym.registry:
@@ -79,6 +101,12 @@ def register_envs() -> None:
         gym.register(id="tensorgym/Conv2d-v0", entry_point="tensorgym.envs.registration:make_conv2d_env")
     if "tensorgym/Matmul-v0" not in gym.registry:
         gym.register(id="tensorgym/Matmul-v0", entry_point="tensorgym.envs.registration:make_matmul_env")
+    for net in NETWORKS.values():
+        if net.env_id not in gym.registry:
+            gym.register(id=net.env_id, entry_point="tensorgym.envs.network_env:make_network_env",
+                         kwargs={"network": net.name})
+    if NETWORK_ID not in gym.registry:
+        gym.register(id=NETWORK_ID, entry_point="tensorgym.envs.network_env:make_network_env")
 
 
 def env_ids() -> list[str]:

@@ -44,11 +44,13 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 from tensorgym.config import Config
+from tensorgym.errors import InvalidArgumentError
+from tensorgym.evaluator import NotMeasured
 from tensorgym.record import Record
 from tensorgym.spaces.tiles import TilesSpace
 from tensorgym.workloads import Workload
 
-from .base import TuningEnv
+from .base import NoWorkingStart, TuningEnv, check_reset_options
 
 INVALID_ACTION_PENALTY = -1.0
 FAILED_KERNEL_PENALTY = -1.0
@@ -82,11 +84,11 @@ class TileHopEnv(TuningEnv[TilesSpace]):
     # -- gymnasium API ---------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
+        options = check_reset_options(options, ("config",))
         if "config" in options:
             record = self.evaluator.evaluate([self.search_space.parse(options["config"])])[0]
             if not record.ok:
-                raise ValueError(f"start config fails ({record.status}): {record.error[:300]}")
+                raise InvalidArgumentError(f"start config fails ({record.status}): {record.error[:300]}")
         else:
             record = self._random_start()
         self._config, self._record, self._best = record.config, record, record
@@ -97,11 +99,11 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         if self._config is None:
             raise ResetNeeded("call reset() before step()")
         if not self.action_space.contains(action):
-            raise ValueError(f"action {action!r} is outside the action space Discrete({self.action_space.n}); "
-                             f"actions are integers in [0, {self.action_space.n - 1}]")
+            raise InvalidArgumentError(f"action {action!r} is outside the action space "
+                                       f"Discrete({self.action_space.n}); actions are integers in "
+                                       f"[0, {self.action_space.n - 1}]")
         self._steps += 1
-        coordinate, down = divmod(int(action), 2)
-        target = self.search_space.hop(self._config, coordinate, -1 if down else 1)
+        target = self._move(int(action))
         if target is not None and self.backend == "replay" and self.evaluator.lookup(target) is None:
             target = None
         if target is None:
@@ -123,17 +125,26 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         """Boolean mask of the actions that stay inside the space (for MaskablePPO)."""
         if self._config is None:
             raise ResetNeeded("call reset() before action_masks()")
-        mask = self.search_space.hop_mask(self._config)
+        mask = self._legal_moves()
         if self.backend == "replay":
             for action in np.flatnonzero(mask):
-                target = self.search_space.hop(self._config, action // 2, -1 if action % 2 else 1)
-                mask[action] = self.evaluator.lookup(target) is not None
+                mask[action] = self.evaluator.lookup(self._move(int(action))) is not None
         return mask
+
+    def _move(self, action: int) -> Config | None:
+        """The config ``action`` moves the state to (None: it leaves the space)."""
+        coordinate, down = divmod(action, 2)
+        return self.search_space.hop(self._config, coordinate, -1 if down else 1)
+
+    def _legal_moves(self) -> np.ndarray:
+        """The actions whose move stays in the space (before the replay backend's filter)."""
+        return self.search_space.hop_mask(self._config)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._record is None:
             return None
-        return (f"{self.workload.label} step {self._steps}/{self.max_steps}: {self._record.gflops:.1f} GFLOP/s "
+        unit = self.workload.throughput_unit
+        return (f"{self.workload.label} step {self._steps}/{self.max_steps}: {self._record.gflops:.1f} {unit} "
                 f"(best {self._best.gflops:.1f})  {self.search_space.describe(self._config)}")
 
     # -- helpers -----------------------------------------------------------------
@@ -142,7 +153,7 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         if self.backend == "replay":
             recorded = self.recorded_configs()
             if not recorded:
-                raise RuntimeError(f"backend='replay' needs measured configs of {self.workload.label} in "
+                raise NotMeasured(f"backend='replay' needs measured configs of {self.workload.label} in "
                                    f"{self.database.path}; it holds none (tune with backend='tvm' first)")
             return self.evaluator.lookup(recorded[int(self.np_random.integers(len(recorded)))])
         failures = []
@@ -151,7 +162,7 @@ class TileHopEnv(TuningEnv[TilesSpace]):
             if record.ok:
                 return record
             failures.append(record.status.value)
-        raise RuntimeError(f"{MAX_START_ATTEMPTS} random start configs of {self.workload.label} all failed "
+        raise NoWorkingStart(f"{MAX_START_ATTEMPTS} random start configs of {self.workload.label} all failed "
                            f"({', '.join(failures)}); see the records in {self.database.path}")
 
     def _observation(self) -> np.ndarray:
@@ -165,9 +176,12 @@ class TileHopEnv(TuningEnv[TilesSpace]):
     def _info(self, tried: Record | None, status: str) -> dict[str, Any]:
         return {
             "status": status,  # of this step's kernel: ok, masked, build_error, runtime_error, timeout, wrong_result
-            "gflops": self._record.gflops,  # of the current state
+            "gflops": self._record.gflops,  # of the current state (GOP/s for int8 workloads: see "unit")
+            "unit": self.workload.throughput_unit,
             "latency_s": self._record.latency_s,
             "latency_cv": self._record.latency_cv,
+            "timing": self._record.timing,  # "full", or "short": one sample of a kernel far slower than the best
+            "busy": self._record.busy,  # timed while other processes took the cores
             "config": self._config.to_json(),
             "tried_gflops": tried.gflops if tried is not None else None,
             "best_gflops": self._best.gflops,

@@ -1,7 +1,7 @@
 """tensorgym: tensor-kernel tuning as Gymnasium environments, rewarded by compiled and timed TVM kernels.
 
 ``import tensorgym`` registers every environment id (``Conv2d-ResNet-R5-v0``,
-``Matmul-BERT-M3-v0``, ``tensorgym/Conv2d-v0`` ...) with Gymnasium.
+``Matmul-BERT-M3-v0``, ``tensorgym/Conv2d-v0``, ``Network-ResNet18-v0`` ...) with Gymnasium.
 """
 
 from importlib import metadata as _metadata
@@ -10,7 +10,9 @@ from . import workloads
 from .config import Config, ConfigError
 from .database import Database
 from .errors import TensorgymError
+from .networks import NETWORKS, Network, network
 from .record import Record, Status
+from .measure.rpc import remote_target
 from .target import cuda_target, local_cpu
 from .workloads import conv2d, matmul
 
@@ -22,5 +24,5 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["Config", "ConfigError", "Database", "Record", "Status", "TensorgymError", "conv2d", "cuda_target", "envs",
-           "local_cpu", "make_env", "matmul", "workloads"]
+__all__ = ["NETWORKS", "Config", "ConfigError", "Database", "Network", "Record", "Status", "TensorgymError", "conv2d",
+           "cuda_target", "envs", "local_cpu", "make_env", "matmul", "network", "remote_target", "workloads"]

@@ -5,8 +5,12 @@ its name is asked for, so listing names imports nothing and optional
 dependencies (Optuna, stable-baselines3, ...) load only for the agents that
 need them. This is the only module of the core that points up to
 ``tensorgym.envs``, ``tensorgym.agents`` and ``tensorgym.baselines``; adding a
-space, env or agent means adding one line here (a test checks that each
-entry's class carries the name it is listed under).
+space, env, agent or task scheduler means adding one line here (a test checks
+that each entry's class carries the name it is listed under).
+
+The network env (:mod:`tensorgym.envs.network_env`) is not in ``ENVS``: that
+registry maps a search space to its single-workload env, and a network env
+works over any space; its Gymnasium ids are registered with the others.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ import importlib
 import inspect
 from typing import Any
 
-from .errors import UnknownNameError
+from .errors import InvalidArgumentError, UnknownNameError
 
 # Search spaces: name -> class (``Space.name``).
 SPACES: dict[str, str] = {
     "tiles": "tensorgym.spaces.tiles:TilesSpace",
     "microkernel": "tensorgym.spaces.microkernel:MicrokernelSpace",
+    "mapping": "tensorgym.spaces.mapping:MappingSpace",
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleSpace",
     "cutlass": "tensorgym.spaces.cutlass:CutlassSpace",
 }
@@ -30,6 +35,7 @@ SPACES: dict[str, str] = {
 ENVS: dict[str, str] = {
     "tiles": "tensorgym.envs.tile_hop:TileHopEnv",
     "microkernel": "tensorgym.envs.microkernel_env:MicrokernelEnv",
+    "mapping": "tensorgym.envs.mapping_env:MappingEnv",
     "cutlass": "tensorgym.envs.cutlass_env:CutlassEnv",
 }
 
@@ -38,14 +44,26 @@ AGENTS: dict[str, str] = {
     "random": "tensorgym.agents.random_search:RandomAgent",
     "ga": "tensorgym.agents.ga:GAAgent",
     "dgd": "tensorgym.agents.dgd:DGDAgent",
+    "ga-random-model": "tensorgym.agents.ga:GARandomModelAgent",
+    "dgd-random-model": "tensorgym.agents.dgd:DGDRandomModelAgent",
     "optuna": "tensorgym.agents.optuna_agent:OptunaAgent",
     "random-structured": "tensorgym.agents.random_structured:RandomStructuredAgent",
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",
     "exhaustive": "tensorgym.agents.exhaustive:ExhaustiveAgent",
 }
 
+# Task schedulers of networks: name -> class (``name`` attribute); ``tune(network_env, budget, ...)``.
+SCHEDULERS: dict[str, str] = {
+    "round-robin": "tensorgym.agents.schedulers.round_robin:RoundRobinScheduler",
+    "gradient": "tensorgym.agents.schedulers.gradient:GradientScheduler",
+    "metaschedule-gradient": "tensorgym.agents.schedulers.metaschedule_gradient:MetaScheduleGradientScheduler",
+    "dual-task": "tensorgym.agents.schedulers.dual_task:DualTaskScheduler",
+    "metaschedule": "tensorgym.baselines.metaschedule.network:MetaScheduleNetworkTuner",
+}
+
 # kind -> (registry, what its names are called in messages)
-_KINDS = {"space": (SPACES, "space"), "env": (ENVS, "space with an environment"), "agent": (AGENTS, "agent")}
+_KINDS = {"space": (SPACES, "space"), "env": (ENVS, "space with an environment"), "agent": (AGENTS, "agent"),
+          "scheduler": (SCHEDULERS, "scheduler")}
 
 
 def load(entry: str) -> Any:
@@ -78,19 +96,39 @@ def agent_class(name: str) -> type:
     return lookup("agent", name)
 
 
+def scheduler_class(name: str) -> type:
+    return lookup("scheduler", name)
+
+
 def make_space(name: str, workload, target, **options: Any):
-    """The space named ``name`` over ``workload`` on ``target`` (its implementation for the target's kind)."""
-    return space_class(name).for_target(target)(workload, target, **options)
+    """The space named ``name`` over ``workload`` on ``target``, built with ``options`` (its own keyword arguments).
+
+    A space with an implementation per target kind gives the one of ``target``'s kind (the ``tiles``
+    space of a CUDA target is a GPU sketch, :meth:`~tensorgym.spaces.base.Space.for_target`), and
+    ``options`` are checked against that implementation's.
+    """
+    cls = space_class(name).for_target(target)
+    _check_options(f"space {name!r}", cls, options, skip=("workload", "target"))
+    return cls(workload, target, **options)
 
 
 def make_agent(name: str, **options: Any):
     """The agent named ``name``, built with ``options`` (its constructor's keyword arguments)."""
-    from .errors import InvalidArgumentError
-
     cls = agent_class(name)
-    accepted = inspect.signature(cls).parameters
+    _check_options(f"agent {name!r}", cls, options)
+    return cls(**options)
+
+
+def make_scheduler(name: str, **options: Any):
+    """The task scheduler named ``name``, built with ``options`` (its constructor's keyword arguments)."""
+    cls = scheduler_class(name)
+    _check_options(f"scheduler {name!r}", cls, options)
+    return cls(**options)
+
+
+def _check_options(what: str, cls: type, options: dict[str, Any], skip: tuple[str, ...] = ()) -> None:
+    accepted = [p for p in inspect.signature(cls).parameters if p not in skip]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise InvalidArgumentError(f"agent {name!r} takes no option {', '.join(unknown)}; "
+        raise InvalidArgumentError(f"{what} takes no option {', '.join(map(str, unknown))}; "
                                    f"its options: {', '.join(accepted) or 'none'}")
-    return cls(**options)

@@ -94,7 +94,7 @@ class Config(Mapping[str, ConfigValue]):
         if isinstance(data, str):
             try:
                 data = json.loads(data)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise ConfigError(f"config is not valid JSON: {exc}") from None
         if not isinstance(data, Mapping):
             raise ConfigError(f"a config is a JSON object of knob -> value, got {type(data).__name__}")
@@ -105,8 +105,13 @@ class Config(Mapping[str, ConfigValue]):
         """A Config from a Config, a mapping or JSON text (what public entry points accept)."""
         if isinstance(value, Config):
             return value
-        if isinstance(value, (str, bytes)):
-            return cls.from_json(value.decode() if isinstance(value, bytes) else value)
+        if isinstance(value, bytes):
+            try:
+                value = value.decode()
+            except UnicodeDecodeError:
+                raise ConfigError(f"config bytes are not UTF-8 JSON text: {_short(value)}") from None
+        if isinstance(value, str):
+            return cls.from_json(value)
         return cls(value)
 
 

@@ -8,7 +8,26 @@ config is" to a :class:`Record`, shared by environments and the Tuner API:
 * the others are measured as one batch (built in parallel, timed one by one,
   checked against NumPy since they are new), and each record is committed to
   the database the moment it exists, before the next kernel is timed: a run
-  killed mid-batch keeps every measurement it finished.
+  killed mid-batch keeps every measurement it finished;
+* the fastest latency the database holds for the workload (same target and
+  space) goes to the measurer as the *incumbent*: a kernel several times slower
+  is timed short (``Record.timing == "short"``). :meth:`Evaluator.time_in_full`
+  times such a kernel again in full when it turns out to matter (the
+  :class:`~tensorgym.tuner.Tuner` asks when one would become a run's best).
+
+**Who failed.** A stored record is final whatever its status (``ok``,
+``build_error``, ``runtime_error``, ``timeout``, ``wrong_result``: faults of
+the kernel), except ``infra_error``: the measurer stores it when the machine
+failed and not the kernel (the runner was killed from outside or by the OOM
+killer, a disk was full or failing, the runner kept dying before it reached
+a kernel) and retrying within the batch did not help. Such a config counts as
+not measured: it is measured again the next time it is asked for, and the
+new record replaces the old one.
+
+**A full disk** makes :meth:`Database.commit` raise a
+:class:`~tensorgym.database.DatabaseWriteError` (naming the file and the
+free space); the batch stops there, every record committed before stays
+committed, and running the same search again resumes from them.
 """
 
 from __future__ import annotations
@@ -40,12 +59,14 @@ class Evaluator:
         database.register(space.workload, space.target)
 
     def lookup(self, config: Config) -> Record | None:
-        """The stored record of ``config``, or None if it was never measured."""
+        """The stored final record of ``config``; None if it was never measured, or only an
+        ``infra_error`` is stored (the machine failed: it is measured again)."""
         record = self._cache.get(config)
         if record is None:
             record = self.database.get(self.space.workload.key, self.space.target.fingerprint, self.space.name, config)
-            if record is not None:
-                self._cache[config] = record
+            if record is None or not record.final:
+                return None
+            self._cache[config] = record
         return record
 
     def evaluate(self, configs: Sequence[Config]) -> list[Record]:
@@ -64,7 +85,9 @@ class Evaluator:
 
         def commit(record: Record) -> None:
             stored = self.database.commit(record)
-            self._cache[stored.config] = known[stored.config] = stored
+            known[stored.config] = stored
+            if stored.final:
+                self._cache[stored.config] = stored
             self.measured += 1
 
         if missing and self.measurer is None:
@@ -72,5 +95,26 @@ class Evaluator:
                               f"{self.database.path} (replay answers only measured configs), e.g. "
                               f"{next(iter(missing)).key}")
         if missing:
-            self.measurer.measure(self.space, list(missing), on_record=commit)
+            self.measurer.measure(self.space, list(missing), on_record=commit, adaptive=True,
+                                  incumbent_s=self.incumbent_s())
         return [known[c] for c in configs]
+
+    def incumbent_s(self) -> float | None:
+        """The fastest latency the database holds for this workload, target and space (None: none yet)."""
+        best = self.database.best(self.space.workload.key, self.space.target.fingerprint, self.space.name)
+        return best[0].latency_s if best else None
+
+    def time_in_full(self, record: Record) -> Record:
+        """``record`` with its kernel timed again by the full protocol (for a short-timed one that matters).
+
+        The database row is updated (:meth:`Database.retimed`); a replaying
+        evaluator, which cannot time, returns the record unchanged.
+        """
+        if self.measurer is None or not record.ok or record.id is None:
+            return record
+        timed = self.measurer.measure(self.space, [record.config], check=False)[0]
+        if not timed.ok:
+            return record
+        stored = self.database.retimed(record, timed)
+        self._cache[stored.config] = stored
+        return stored

@@ -8,15 +8,28 @@ from enum import Enum
 
 from .config import Config
 
+# A timing round in which the timing process lost more than this share of its cores' time to other
+# processes was taken on a busy machine (see tensorgym.measure.contention, which uses the same value).
+BUSY_SHARE = 0.02
+
 
 class Status(str, Enum):
-    """What happened to a candidate kernel."""
+    """What happened to a candidate kernel.
+
+    Every status but ``infra_error`` is final: the database answers the config with it from then
+    on. ``infra_error`` records say that the measurement failed for a reason outside the kernel;
+    the :class:`~tensorgym.evaluator.Evaluator` measures such a config again the next time it is
+    asked for, and the new record replaces the old one.
+    """
 
     OK = "ok"
     BUILD_ERROR = "build_error"  # the schedule could not be applied or compiled
     RUNTIME_ERROR = "runtime_error"  # it crashed the runner process or raised while running
     TIMEOUT = "timeout"  # building or running did not finish in time
     WRONG_RESULT = "wrong_result"  # it ran, but its output differs from the NumPy reference
+    # The machine failed, not the kernel (an external kill or the OOM killer, a full or failing disk,
+    # a runner that keeps dying before it reaches a kernel): the config is measured again later.
+    INFRA_ERROR = "infra_error"
 
     def __str__(self) -> str:
         return self.value
@@ -36,6 +49,14 @@ class Record:
     ``device_state`` holds what the runner read from the device while timing, as
     sorted ``(name, value)`` pairs (a GPU's SM and memory clocks in MHz, temperature,
     power, NVML's clock-event reasons; empty on a CPU): ``dict(record.device_state)``.
+
+    How the latency was measured: ``timing`` is ``"full"`` (the whole timing
+    protocol) or ``"short"`` (one sample: the kernel was already several times
+    slower than the fastest one known; see :mod:`tensorgym.measure.protocol`).
+    ``contention`` is the largest share of the cores' time that other processes
+    took while the samples were taken (None: not known); above
+    :data:`BUSY_SHARE` the record was timed on a busy machine (:attr:`busy`).
+    ``dropped`` counts samples set aside because they were taken under contention.
     """
 
     workload: str
@@ -53,12 +74,30 @@ class Record:
     wall_s: float = 0.0
     error: str = ""
     created: float = 0.0
+    timing: str = "full"
+    contention: float | None = None
+    dropped: int = 0
     device_state: tuple[tuple[str, float], ...] = ()
     id: int | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
+
+    @property
+    def final(self) -> bool:
+        """Whether the record answers its config for good (every status but ``infra_error``)."""
+        return self.status is not Status.INFRA_ERROR
+
+    @property
+    def busy(self) -> bool:
+        """Timed while other processes took more than :data:`BUSY_SHARE` of the cores."""
+        return self.contention is not None and self.contention > BUSY_SHARE
+
+    @property
+    def short(self) -> bool:
+        """Timed with one sample only (a kernel far slower than the best known)."""
+        return self.timing == "short"
 
     @property
     def score(self) -> float:

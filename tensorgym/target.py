@@ -1,4 +1,4 @@
-"""Where kernels run: the local CPU (the embedded default) or an NVIDIA GPU.
+"""Where kernels run: the local CPU (the embedded default), a CPU reached through TVM RPC, or an NVIDIA GPU.
 
 A :class:`Target` describes the hardware that matters for tuning (vector width,
 cores, cache sizes; for a GPU its :class:`CudaDevice`: SMs, per-block limits,
@@ -12,6 +12,14 @@ local GPU through the CUDA driver (``cuda-bindings``) and NVML; without a
 usable GPU it raises one :class:`TargetError` that lists what is missing.
 :func:`cuda_target` describes a known GPU (an H100, say) without one, for
 tests and code generation.
+
+A *remote* target (:func:`tensorgym.remote_target`) is a CPU on another machine
+that a device server (``tensorgym rpc-server``) serves through a TVM RPC
+tracker. Its description is read on that machine by the server itself
+(:func:`device_description`), so its fingerprint is the one the machine would
+have locally: the same device keys the same records, whichever way it is
+reached. Where it is reached (:class:`RemoteDevice`) and the LLVM CPU name it
+reported are not part of the fingerprint.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -99,6 +107,43 @@ KNOWN_GPUS: dict[str, CudaDevice] = {
 
 
 @dataclass(frozen=True)
+class RemoteDevice:
+    """A device served by ``tensorgym rpc-server`` behind a TVM RPC tracker.
+
+    ``key`` is the device key the server registered with; ``request_timeout`` is
+    how many seconds a measurement waits for the tracker to hand out a free
+    server of that key (servers measure one kernel at a time).
+    """
+
+    tracker_host: str
+    tracker_port: int
+    key: str
+    request_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.tracker_host or not self.key or "/" in self.key:
+            raise TargetError(f"an RPC device needs a tracker host and a key without '/', got {self.address!r}")
+        if not 0 < self.tracker_port < 65536:
+            raise TargetError(f"tracker port must be in 1..65535, got {self.tracker_port}")
+        if not self.request_timeout > 0:
+            raise TargetError(f"request_timeout must be positive seconds, got {self.request_timeout!r}")
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT/KEY``, the command line's ``--rpc`` form."""
+        return f"{self.tracker_host}:{self.tracker_port}/{self.key}"
+
+    @staticmethod
+    def parse(text: str, request_timeout: float = 60.0) -> "RemoteDevice":
+        """``HOST:PORT/KEY`` (e.g. ``127.0.0.1:9190/zen5``) as a RemoteDevice."""
+        tracker, slash, key = str(text).partition("/")
+        host, colon, port = tracker.rpartition(":")
+        if not slash or not colon or not port.isdigit():
+            raise TargetError(f"expected TRACKER_HOST:PORT/KEY (e.g. 127.0.0.1:9190/zen5), got {text!r}")
+        return RemoteDevice(host, int(port), key, request_timeout)
+
+
+@dataclass(frozen=True)
 class Target:
     """A device kernels are built for and timed on."""
 
@@ -110,9 +155,13 @@ class Target:
     l2_bytes: int
     l3_bytes: int
     tvm_version: str
-    mcpu: str | None = None  # None: the host CPU, resolved where TVM is loaded
+    mcpu: str | None = None  # None: the device's own CPU, as LLVM names it
     extra: tuple[tuple[str, Any], ...] = field(default=())
     device: CudaDevice | None = None  # the GPU of a "cuda" target (the CPU fields then describe its host)
+    # Not part of the fingerprint: LLVM's name for the device's CPU when it was read on the device
+    # (a remote target; None: ask LLVM on this machine), and where a remote device is reached.
+    system_mcpu: str | None = None
+    remote: RemoteDevice | None = None
 
     @property
     def vector_lanes_fp32(self) -> int:
@@ -148,7 +197,8 @@ class Target:
     def label(self) -> str:
         if self.device is not None:
             return f"{self.kind}:{self.device.name} ({self.device.arch}, {self.device.num_sms} SMs)"
-        return f"{self.kind}:{self.cpu_model} x{self.num_cores}"
+        where = f" via rpc {self.remote.address}" if self.remote is not None else ""
+        return f"{self.kind}:{self.cpu_model} x{self.num_cores}{where}"
 
     def tvm_target(self):
         """The ``tvm.target.Target``; call only where TVM is imported (workers)."""
@@ -165,7 +215,7 @@ class Target:
             }, host={"kind": "llvm"})
         if self.kind != "llvm":
             raise TargetError(f"target kind {self.kind!r} cannot be built here")
-        mcpu = self.mcpu or tvm.target.codegen.llvm_get_system_cpu()
+        mcpu = self.mcpu or self.system_mcpu or tvm.target.codegen.llvm_get_system_cpu()
         # "num-cores" is required by MetaSchedule and harmless elsewhere.
         config = {"kind": "llvm", "mcpu": mcpu, "num-cores": self.num_cores}
         mattr = self.llvm_missing_features(mcpu)
@@ -185,6 +235,21 @@ class Target:
         data = asdict(self)
         data["fingerprint"] = self.fingerprint
         return data
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> "Target":
+        """The target :meth:`to_json` (or :func:`device_description`) wrote; unknown keys are ignored."""
+        known = {f.name for f in fields(Target)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["cpu_flags"] = tuple(values.get("cpu_flags", ()))
+        values["extra"] = tuple(tuple(item) for item in values.get("extra", ()))
+        if isinstance(values.get("remote"), dict):
+            values["remote"] = RemoteDevice(**values["remote"])
+        if isinstance(values.get("device"), dict):
+            gpu = dict(values["device"])
+            gpu["compute_capability"] = tuple(gpu.get("compute_capability", ()))
+            values["device"] = CudaDevice(**gpu)
+        return Target(**values)
 
 
 def _cpuinfo() -> tuple[str, tuple[str, ...]]:
@@ -282,10 +347,24 @@ def cuda_ordinal() -> int:
     return int(os.environ.get(CUDA_DEVICE_ENV, "0"))
 
 
+def device_description() -> dict[str, Any]:
+    """This machine as a device server describes it to clients: :func:`local_cpu` plus LLVM's name for
+    the CPU (``system_mcpu``) and the ISA family (``machine``). Needs TVM (a device server has it)."""
+    import tvm
+
+    data = local_cpu().to_json()
+    data["system_mcpu"] = str(tvm.target.codegen.llvm_get_system_cpu())
+    data["machine"] = os.uname().machine
+    return data
+
+
 def resolve_target(target: "str | Target | None") -> Target:
     """Accept a Target, ``None``/``"llvm"``/``"cpu"`` (the local CPU) or ``"cuda"`` (this machine's GPU)."""
     if isinstance(target, Target):
         return target
+    if target is not None and not isinstance(target, str):
+        raise TargetError(f"target must be 'llvm' (the local CPU), 'cuda' (the local GPU) or a "
+                          f"tensorgym.target.Target, got {type(target).__name__} {target!r:.40}")
     if target in (None, "llvm", "cpu", "local"):
         return local_cpu()
     if target == "cuda":

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from .config import Config
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, InvalidTypeError
 from .evaluator import Evaluator
 from .record import Record
 from .spaces.base import Space
@@ -198,7 +198,9 @@ def as_callback(callback: "TuningCallback | Sequence[TuningCallback] | None") ->
         return TuningCallback()
     if isinstance(callback, TuningCallback):
         return callback
-    return CallbackList(callback)
+    if isinstance(callback, Sequence) and all(isinstance(c, TuningCallback) for c in callback):
+        return CallbackList(callback)
+    raise InvalidTypeError(f"callback must be a TuningCallback, a list of them, or None; got {type(callback).__name__}")
 
 
 class Tuner:
@@ -215,9 +217,12 @@ class Tuner:
     def __init__(self, evaluator: Evaluator, *, budget: int | None = 64, time_budget: float | None = None,
                  callback: TuningCallback | Sequence[TuningCallback] | None = None, label: str = ""):
         check_budget(budget, time_budget)
+        if not all(hasattr(evaluator, a) for a in ("space", "evaluate", "lookup")):
+            raise InvalidTypeError(f"a Tuner measures through an Evaluator (an env's ``evaluator``), got "
+                                   f"{type(evaluator).__name__}")
         self.evaluator = evaluator
         self.budget = None if budget is None else int(budget)
-        self.time_budget = time_budget
+        self.time_budget = None if time_budget is None else float(time_budget)
         self.trials: list[Trial] = []
         self._seen: dict[Config, Record] = {}
         self._best: Record | None = None
@@ -226,6 +231,7 @@ class Tuner:
         self._charged = 0.0  # seconds charged for trials
         self.measured = 0
         self.reused = 0
+        self.busy_trials = 0  # trials whose timing saw other processes take the cores (Record.busy)
         self.callback = as_callback(callback)
         self._ended = False
         self.callback.on_start(label or evaluator.space.workload.label, self.budget)
@@ -236,15 +242,16 @@ class Tuner:
         return self.evaluator.space
 
     def sample(self, rng: np.random.Generator, n: int = 1) -> list[Config]:
-        """Up to ``n`` distinct random configs this run has not measured."""
+        """Up to ``n`` distinct random configs this run has not measured (``rng``: a NumPy Generator)."""
         return self.space.sample_many(rng, n, exclude=set(self._seen))
 
-    def neighbours(self, config: Config, hops: int = 1) -> list[Config]:
-        return self.space.neighbours(config, hops)
+    def neighbours(self, config: "Config | Mapping[str, Any] | str", hops: int = 1) -> list[Config]:
+        """The space's ``hops``-move neighbours of ``config`` (a Config, dict or JSON text of the space)."""
+        return self.space.neighbours(self.space.parse(config), hops)
 
-    def seen(self, config: Config) -> Record | None:
+    def seen(self, config: "Config | Mapping[str, Any] | str") -> Record | None:
         """The record of ``config`` if this run measured it (free: no trial is charged)."""
-        return self._seen.get(config)
+        return self._seen.get(self.space.parse(config))
 
     # -- budget ------------------------------------------------------------------
     @property
@@ -273,7 +280,7 @@ class Tuner:
         out); nothing is measured once the budget is spent. With a time
         budget, batches are measured in chunks of 8 so the clock is checked often.
         """
-        order = list(dict.fromkeys(configs))
+        order = list(dict.fromkeys(self._parse_all(configs)))
         fresh: list[Config] = []
         for config in order:
             if config not in self._seen and (self.remaining is None or len(fresh) < self.remaining):
@@ -285,10 +292,17 @@ class Tuner:
             self._measure_new(fresh[i:i + chunk])
         return [self._seen[c] for c in order if c in self._seen]
 
+    def _parse_all(self, configs: Any) -> list[Config]:
+        if isinstance(configs, (str, bytes, Mapping)) or not isinstance(configs, Iterable):
+            raise InvalidTypeError(f"measure takes a list of configs (Configs, dicts or JSON texts of the space), got "
+                                   f"{type(configs).__name__}" + ("; for one config, pass [config]"
+                                                                  if isinstance(configs, (str, Mapping)) else ""))
+        return [self.space.parse(config) for config in configs]
+
     def _measure_new(self, configs: list[Config]) -> list[Record]:
         t0 = time.monotonic()
         fresh = {c for c in configs if self.evaluator.lookup(c) is None}
-        records = self.evaluator.evaluate(configs)
+        records = self._full_where_best(self.evaluator.evaluate(configs))
         wall = time.monotonic() - t0
         self._measure_wall += wall
         for record in records:
@@ -298,12 +312,26 @@ class Tuner:
             self._record_trial(record, is_fresh)
         return records
 
+    def _full_where_best(self, records: list[Record]) -> list[Record]:
+        """A record timed short (far slower than the database's best) that would still be this run's best
+        is timed again in full, so no run's best rests on a short timing."""
+        best = self._best.gflops if self._best else 0.0
+        out = []
+        for record in records:
+            if record.ok and record.short and record.gflops > best:
+                record = self.evaluator.time_in_full(record)
+            if record.ok:
+                best = max(best, record.gflops)
+            out.append(record)
+        return out
+
     def _record_trial(self, record: Record, fresh: bool) -> None:
         self._seen[record.config] = record
         if record.ok and (self._best is None or record.gflops > self._best.gflops):
             self._best = record
         self.measured += fresh
         self.reused += not fresh
+        self.busy_trials += record.busy
         self.trials.append(Trial(len(self.trials) + 1, self.elapsed, record.config, record.status.value,
                                  record.gflops, self._best.gflops if self._best else 0.0, fresh))
         self.callback.on_trial(self.trials[-1])
@@ -326,5 +354,6 @@ class Tuner:
             best_gflops=self._best.gflops if self._best else 0.0,
             best_latency_s=self._best.latency_s if self._best else None,
             best_latency_cv=self._best.latency_cv if self._best else None, measured=self.measured,
-            reused=self.reused, wall_s=time.monotonic() - self._start, extra=dict(extra),
+            reused=self.reused, wall_s=time.monotonic() - self._start,
+            extra={"busy_trials": self.busy_trials, "best_busy": bool(self._best and self._best.busy), **extra},
         )

@@ -10,13 +10,15 @@ measurer.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from tensorgym.measure import Measurer
 from tensorgym.record import Record, Status
 from tensorgym.spaces import Config, Space, TilesSpace
-from tensorgym.target import local_cpu
+from tensorgym.target import local_cpu, resolve_target
 from tensorgym.tuner import Tuner
 from tensorgym.workloads import matmul
 
@@ -103,3 +105,76 @@ def run_search(agent, tuner: Tuner, seed: int = 0):
     """``agent.tune`` without an env: search ``tuner`` with the agent and return the TuningResult."""
     extra = agent.search(tuner, np.random.default_rng(seed), seed) or {}
     return tuner.result(agent.name, seed, **extra)
+
+
+def synthetic_gflops(space: Space, config: Config) -> float:
+    """A deterministic landscape over any config: GFLOP/s from a hash of the workload and config (1..100)."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{space.workload.key}|{config.key}".encode()).digest()
+    return 1.0 + 99.0 * int.from_bytes(digest[:4], "little") / 2**32
+
+
+class SyntheticMeasurer(Measurer):
+    """A :class:`~tensorgym.measure.Measurer` that compiles nothing and starts no process: each config
+    "runs" at ``perf(space, config)`` GFLOP/s (``None``: a failed build). For tests of the layers above
+    measuring (envs, schedulers, the command line, fuzzing) that must not spend minutes compiling; use it
+    with a real :class:`~tensorgym.database.Database` to test what is stored and reused. ``measured``
+    lists every (workload key, config) it was asked to measure."""
+
+    def __init__(self, perf: Callable[[Space, Config], float | None] = synthetic_gflops, target=None, **_ignored):
+        self.perf = perf
+        self.target = resolve_target(target)
+        self.kernels_built = self.kernels_run = 0
+        self.faults = {}
+        self.measured: list[tuple[str, Config]] = []
+
+    def close(self) -> None:
+        pass
+
+    def __del__(self):
+        pass
+
+    @property
+    def runner_restarts(self) -> int:
+        return 0
+
+    def measure_pairs(self, kernels, *, check=True, on_record=None, incumbents=None):
+        records = []
+        for space, config in kernels:
+            wl = space.workload
+            self.measured.append((wl.key, config))
+            gflops = self.perf(space, config)
+            if gflops is None:
+                record = Record(wl.key, space.target.fingerprint, space.name, config, Status.BUILD_ERROR,
+                                error="synthetic failure", wall_s=0.001, created=time.time())
+            else:
+                latency = wl.flops / (gflops * 1e9)
+                record = Record(wl.key, space.target.fingerprint, space.name, config, Status.OK, latency_s=latency,
+                                latency_cv=0.0, samples=(latency,), number=1, gflops=gflops, wall_s=0.001,
+                                created=time.time())
+            self.kernels_built += 1
+            self.kernels_run += 1
+            if on_record is not None:
+                on_record(record)
+            records.append(record)
+        return records
+
+
+class CandidateTilesSpace(TilesSpace):
+    """A tiles space with one mapping candidate per ``unroll`` choice, for scheduler tests.
+
+    ``restricted(k)`` is the tiles space whose only unroll choice is the k-th: the same name, and its
+    configs are configs of this space, so records are shared, as the candidate contract asks.
+    """
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        return tuple(f"unroll{u}" for u in self.unroll_choices)
+
+    def candidate_of(self, config: Config) -> int:
+        return self.unroll_choices.index(config["unroll"])
+
+    def restricted(self, candidate: int) -> TilesSpace:
+        return TilesSpace(self.workload, self.target, unroll_choices=(self.unroll_choices[candidate],),
+                          max_innermost=self.max_innermost)

@@ -35,18 +35,65 @@ def test_tune_then_show(tmp_path, capsys):
     (["tune", "Conv2d-ResNet-R5-v0", "--budget", "0"], "budget"),
     (["tune", "Conv2d-ResNet-R5-v0", "--agent", "rnadom"], "unknown agent 'rnadom' (did you mean 'random'?)"),
     (["tune", "Conv2d-ResNet-R5-v0", "--agent", "ga", "--space", "microkernel"], "space='tiles'"),
+    (["tune", "Conv2d-ResNet-R5-v0", "--agent", "random", "--model", "ansor"], "takes no option model"),
     (["tune", "tensorgym/Matmul-v0"], "--shape M=512,N=768,K=3072"),
     (["tune", "tensorgym/Matmul-v0", "--shape", "M=64,N=32"], "missing K"),
     (["tune", "Matmul-BERT-M2-v0", "--shape", "M=64,N=32,K=16"], "fixed shape"),
     (["compare", "tensorgym/Matmul-v0", "--shape", "M64"], "NAME=VALUE"),
+    (["tune", "CartPole-v1"], "unknown environment id 'CartPole-v1'"),
+    (["tune", "tensorgym/Matmul-v0", "--shape", "M=99999999999,N=1,K=1"], "largest extent"),
+    (["tune", "Matmul-BERT-M2-v0", "--seed", "-1"], "--seed must be >= 0"),
+    (["tune", "Matmul-BERT-M2-v0", "--json", ""], "--json is an empty path"),
+    (["compare", "Matmul-BERT-M2-v0", "--agents", "random", "--out", ""], "output directory is an empty path"),
+    (["compare", "Matmul-BERT-M2-v0", "--agents", "random", "--remeasure", "-1"], "remeasure must be >= 0"),
+    (["compare", "Matmul-BERT-M2-v0", "--shape", "M=8,N=8,K=8"], "a shape is for"),
+    (["tune", "Matmul-BERT-M2-v0", "--rpc", "10.0.0.1/zen5"], "TRACKER_HOST:PORT/KEY"),
+    (["tune", "Matmul-BERT-M2-v0", "--rpc", "127.0.0.1:1/zen5"], "no RPC tracker answers at 127.0.0.1:1"),
 ])
 def test_cli_errors_are_one_line_and_create_no_file(tmp_path, capsys, args, message):
     db = tmp_path / "never.db"
-    assert main([*args, "--db", str(db)] + (["--out", str(tmp_path / "out")] if args[0] == "compare" else [])) == 2
+    out = ["--out", str(tmp_path / "out")] if args[0] == "compare" and "--out" not in args else []
+    assert main([*args, "--db", str(db), *out]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and "?." not in err
     assert err.count("\n") <= 2  # the database line and the error
     assert not db.exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args", [["tune", "Matmul-BERT-M2-v0", "--time-budget", "nan"],
+                                  ["compare", "Matmul-BERT-M2-v0", "--time-budget", "inf"],
+                                  ["compare", "Matmul-BERT-M2-v0", "--time-points", "60,nan"]])
+def test_non_finite_numbers_are_usage_errors(tmp_path, capsys, args):
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--db", str(tmp_path / "never.db"), *(["--out", str(tmp_path / "out")] if "compare" in args
+                                                           else [])])
+    assert info.value.code == 2 and "finite" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_show_never_writes_and_refuses_other_files(tmp_path, capsys):
+    import sqlite3
+
+    other = tmp_path / "other-app.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    conn.close()
+    before = other.read_bytes()
+    assert main(["show", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "another application" in err and "Traceback" not in err and err.count("\n") == 1
+    assert other.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other-app.sqlite"]
+    assert main(["show", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_a_failing_optuna_storage_is_one_line(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    (tmp_path / "r.db.optuna.db").mkdir()  # where the study storage should be
+    assert main(["tune", "tensorgym/Matmul-v0", "--shape", "M=16,N=16,K=16", "--agent", "optuna", "--budget", "1",
+                 "--db", str(db), "--no-vendor", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "Optuna study storage" in err and "Traceback" not in err
 
 
 def test_show_of_a_missing_file_is_an_error(tmp_path, capsys):

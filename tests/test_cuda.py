@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -21,6 +22,7 @@ from tensorgym.agents.random_search import RandomAgent
 from tensorgym.catalog import make_space
 from tensorgym.config import Config
 from tensorgym.cuda.driver import GpuUnavailable, describe_gpu
+from tensorgym.measure.contention import ContentionProbe, CpuSnapshot
 from tensorgym.spaces.base import SpaceError
 from tensorgym.spaces.tiles import TilesSpace
 from tensorgym.spaces.tiles.gpu_features import GPU_FEATURE_NAMES, GPUHardware, GPUTiling, gpu_features
@@ -127,6 +129,33 @@ def test_the_tiles_space_of_a_cuda_target_is_the_gpu_sketch():
         TilesSpace(R5, H100)
     with pytest.raises(SpaceError, match="CUDA target"):
         GpuTilesSpace(R5, local_cpu())
+
+
+def test_make_space_checks_options_against_the_targets_tiles_space():
+    from tensorgym.errors import InvalidArgumentError
+
+    assert make_space("tiles", M3, H100, max_vthread=4).max_vthread == 4
+    with pytest.raises(InvalidArgumentError, match="no option packing.*max_vthread"):
+        make_space("tiles", R5, H100, packing="weights")  # the CPU's NCHWc packing has no GPU counterpart
+    with pytest.raises(InvalidArgumentError, match="no option max_vthread.*packing"):
+        make_space("tiles", R5, local_cpu(), max_vthread=4)
+    # dtypes: the GPU sketch takes float16 and bf16 (summed in fp32); the CPU tiles space refuses them
+    assert make_space("tiles", M3.with_dtype("bf16"), H100).element_bytes == 2
+    with pytest.raises(SpaceError, match="tunes float32 kernels"):
+        make_space("tiles", M3.with_dtype("float16"), local_cpu())
+    with pytest.raises(SpaceError, match="NCHW conv2d"):
+        make_space("tiles", dataclasses.replace(R5, layout="NHWC"), H100)
+
+
+def test_tune_on_cuda_without_a_gpu_is_one_line(tmp_path, capsys):
+    from tensorgym.cli import main
+
+    assert main(["tune", "Matmul-BERT-M3-v0", "--target", "cuda", "--db", str(tmp_path / "r.db")]) == 2
+    assert "not usable here" in capsys.readouterr().err
+    assert main(["tune", "Matmul-BERT-M3-v0", "--target", "cuda", "--rpc", "127.0.0.1:9190/x",
+                 "--db", str(tmp_path / "r.db")]) == 2
+    assert "does not combine with --target cuda" in capsys.readouterr().err
+    assert not (tmp_path / "r.db").exists()
 
 
 def test_resources_of_a_hand_tiled_matmul():
@@ -363,11 +392,30 @@ def test_the_cuda_runner_passes_arguments_in_the_kernels_order(workload, tmp_pat
         manifest = tmp_path / "k.json"
         manifest.write_text(json.dumps(kernel.manifest(str(tmp_path / "k.cubin"), {})))
         result = cuda_tasks.run_cuda(space, config, str(manifest), check=True, protocol=GPU_TIMING)
-        assert result["status"] == status and not manifest.exists()
+        assert result["status"] == status
+        assert manifest.exists()  # the measurer removes it once the kernel has its record (a retry reuses it)
         if status == "ok":
             assert len(result["samples"]) >= GPU_TIMING.min_samples and result["number"] == 1
             assert gpu.flushes >= len(result["samples"])  # the L2 is flushed before every sample
-            assert result["device_state"]["sm_clock_mhz"] == 1980.0
+            assert result["device_state"]["sm_clock_mhz"] == 1980.0 and result["timing"] == "full"
+            # Far slower than the incumbent: one sample, marked short.
+            short = cuda_tasks.run_cuda(space, config, str(manifest), check=True, protocol=GPU_TIMING,
+                                        incumbent_s=1e-9)
+            assert short["status"] == "ok" and short["timing"] == "short" and len(short["samples"]) == 1
+
+
+class _ScriptedProbe(ContentionProbe):
+    """A contention probe whose successive rounds have the given shares (then none)."""
+
+    def __init__(self, shares=()):
+        super().__init__(frozenset({0}))
+        self.shares = list(shares)
+
+    def snapshot(self) -> CpuSnapshot:
+        return CpuSnapshot(time.perf_counter(), {}, None)
+
+    def share(self, before, after):
+        return self.shares.pop(0) if self.shares else 0.0
 
 
 def test_the_gpu_protocol_times_one_call_per_sample_and_stops_at_200():
@@ -380,7 +428,11 @@ def test_the_gpu_protocol_times_one_call_per_sample_and_stops_at_200():
         numbers.append(number)
         return list(2e-5 * (1 + 0.2 * rng.random(repeat)))
 
-    samples, number = GPU_TIMING.run(2e-5, noisy)
+    timing = GPU_TIMING.run(2e-5, noisy, probe=_ScriptedProbe())
+    samples, number = timing.samples, timing.number
     assert number == 1 and set(numbers[1:]) == {1}  # after the warm-up, every sample is one (flushed) call
     assert numbers[0] == 1000  # the warm-up: 20 ms of calls
     assert 10 <= len(samples) <= 200
+    # On a busy host, rounds taken again count too: still at most 200 samples, flagged busy.
+    busy = GPU_TIMING.run(2e-5, noisy, probe=_ScriptedProbe([0.9] * 1000))
+    assert len(busy.samples) + busy.dropped <= 200 and busy.busy

@@ -46,7 +46,7 @@ def test_the_local_gpu_is_described(gpu):
 
 @needs_tvm
 @pytest.mark.parametrize("workload", [
-    matmul(256, 512, 128), matmul(256, 512, 128, dtype="float16"), matmul(128, 256, 64, dtype="bfloat16"),
+    matmul(256, 512, 128), matmul(256, 512, 128, dtype="float16"), matmul(128, 256, 64, dtype="bf16"),
     conv2d(1, 32, 14, 14, 64, 3, 3), conv2d(1, 16, 28, 28, 32, 1, 1, 2, 0),
 ], ids=["mm-f32", "mm-f16", "mm-bf16", "conv3x3", "conv1x1-s2"])
 def test_tvm_kernels_run_correctly_and_are_timed(gpu, cuda_measurer, workload):
@@ -86,7 +86,7 @@ def _cutlass_configs(space, *, family: int, epilogue: int, split_k: int = 1):
             and c["split_k"] == split_k]
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("dtype", ["float16", "bf16", "float32"])
 def test_cutlass_gemms_run_correctly(gpu, cuda_measurer, dtype):
     workload = matmul(512, 768, 256, dtype=dtype)
     space = make_space("cutlass", workload, gpu, epilogue="bias_relu", swizzles=(8,), split_k=(1, 2))

@@ -35,7 +35,7 @@ def test_candidate_counts_per_architecture():
     hopper = candidate_tiles("matmul", "float16", (9, 0), h100_smem)
     assert len(hopper) == 22 + 7 + 28 and sum(t.family == 90 for t in hopper) == 28
     assert len(candidate_tiles("conv2d", "float16", (9, 0), h100_smem)) == 29  # no 3.x conv in the space
-    assert len(candidate_tiles("matmul", "bfloat16", (9, 0), h100_smem)) == 22 + 28  # no sm_75 bf16 mma
+    assert len(candidate_tiles("matmul", "bf16", (9, 0), h100_smem)) == 22 + 28  # no sm_75 bf16 mma
     tf32 = candidate_tiles("matmul", "float32", (9, 0), h100_smem)
     assert len(tf32) == 22 and all(t.instruction == (16, 8, 8) and t.alignments == (4, 2, 1) for t in tf32)
     assert all(t.threadblock[2] in (16, 32) for t in tf32)  # half the fp16 K
@@ -84,7 +84,7 @@ def test_alignment_follows_the_problem():
     assert all(c["tile"][0] == 80 for c in odd.configs())  # the Hopper list needs 8
     assert {c["alignment"] for c in make_space("cutlass", matmul(64, 63, 63, dtype="float16"), H100).configs()} == {1}
     with pytest.raises(SpaceError, match="no CUTLASS template fits"):  # bf16 has no alignment-1 (sm_75) tiles
-        make_space("cutlass", matmul(64, 63, 63, dtype="bfloat16"), H100)
+        make_space("cutlass", matmul(64, 63, 63, dtype="bf16"), H100)
     assert {c["alignment"] for c in make_space("cutlass", conv2d(1, 3, 32, 32, 64, 3, 3, dtype="float16"),
                                                  H100).configs()} == {1}  # C = 3: the sm_75 tiles' alignment 1
 
@@ -105,6 +105,11 @@ def test_bad_configs_and_targets_are_refused():
         CutlassSpace(M3_FP16, local_cpu())
     with pytest.raises(SpaceError, match="epilogue"):
         CutlassSpace(M3_FP16, H100, epilogue="gelu")
+    with pytest.raises(SpaceError, match="no int8 kernels"):
+        CutlassSpace(M3_FP16.with_dtype("int8"), H100)
+    with pytest.raises(SpaceError, match="takes NCHW conv2d"):
+        CutlassSpace(dataclasses.replace(R5_FP16, layout="NHWC"), H100)
+    assert CutlassSpace.tensor_cores  # checked to the protocol's tolerance (Workload.tolerance)
 
 
 def test_hops_and_neighbours_stay_in_the_space():

@@ -69,7 +69,7 @@ def test_deterministic_per_seed():
 
 @pytest.mark.parametrize("features", ["af", "generic"])
 def test_walk_moves_only_to_measured_improvements_and_restarts_at_local_optima(space, features):
-    perf, top, local = two_peaks(space)
+    perf, _, _ = two_peaks(space)
     tuner = synthetic_tuner(space, perf, budget=200)
     result = run_search(DGDAgent(features, initial_samples=32, model_options=FAST_MODEL), tuner, seed=0)
     walk = result.extra["walk"]
@@ -85,27 +85,59 @@ def test_walk_moves_only_to_measured_improvements_and_restarts_at_local_optima(s
         if event["event"] == "local_optimum" and i + 1 < len(walk):
             assert walk[i + 1]["event"] == "start"  # a local optimum is followed by a restart
     assert len(targets) == len(set(targets))  # never moved to the same config twice
-    optima = {e["config"]: e["gflops"] for e in walk if e["event"] == "local_optimum"}
-    # The wide basin's peak is a true local optimum: the walk reaches it, settles and restarts.
-    assert optima.get(local.key) == pytest.approx(60.0)
     assert result.best_gflops == max(t.gflops for t in result.trials)
 
 
-def test_candidates_predicted_below_tolerance_are_never_measured(space, monkeypatch):
-    """With an oracle model, no neighbour predicted below 0.6 x the base is measured; at the peak none is."""
+def test_walk_settles_on_true_local_optima(space, monkeypatch):
+    """With an oracle model the walk climbs to the wide basin's peak, settles there and restarts elsewhere."""
+    perf, top, local = two_peaks(space)
+    monkeypatch.setattr(CostModel, "predict", lambda self, configs: np.array([perf(c) for c in configs]))
+    result = run_search(DGDAgent(initial_samples=32, model_options=FAST_MODEL),
+                        synthetic_tuner(space, perf, budget=300), seed=0)
+    walk = result.extra["walk"]
+    optima = {e["config"]: e["gflops"] for e in walk if e["event"] == "local_optimum"}
+    assert optima.get(local.key) == pytest.approx(60.0)
+    settled = [i for i, e in enumerate(walk) if e["event"] == "local_optimum" and e["config"] == local.key]
+    assert walk[settled[0] + 1]["event"] == "start"
+
+
+def test_oracle_walk_finds_the_peak_and_measures_nothing_there(space, monkeypatch):
+    """With an oracle model the walk reaches the optimum; its neighbours all predict < 0.6 x it: none is measured."""
     optimum = space.sample(np.random.default_rng(8))
     perf = peak_at(space, optimum)
     monkeypatch.setattr(CostModel, "predict", lambda self, configs: np.array([perf(c) for c in configs]))
     agent = DGDAgent(initial_samples=8, model_options=FAST_MODEL)
     result = run_search(agent, synthetic_tuner(space, perf, budget=200), seed=0)
     assert result.best_config == optimum
-    for event, trials in segments(result):
-        if event["event"] in ("start", "move"):
-            base = event["gflops"]
-            assert all(perf(t.config) >= 0.6 * base for t in trials)
     at_peak = [trials for event, trials in segments(result) if event["event"] in ("start", "move")
                and event["config"] == optimum.key]
     assert at_peak == [[]]  # the peak's neighbours all predict <= half of it: nothing is measured there
+
+
+def test_score_early_stop_checks_the_first_of_each_window(space, monkeypatch):
+    """The artifact's rule: a window is measured whole if its first (best-predicted) candidate clears
+    0.6 x the base's prediction; the first window whose first candidate does not ends the hop set."""
+    monkeypatch.setattr(CostModel, "predict",
+                        lambda self, configs: np.r_[1.0, 0.9, 0.5, 0.4, np.full(len(configs) - 4, 0.3)])
+    first: list[Config] = []
+
+    def perf(config):
+        if not first:
+            first.append(config)
+        return 50.0 if config == first[0] else 40.0  # no move, and never < 0.6 x the best
+
+    result = run_search(DGDAgent(initial_samples=1), synthetic_tuner(space, perf, budget=12), seed=0)
+    base = first[0]
+    near = list(dict.fromkeys(space.neighbours(base, 1) + space.neighbours(base, 2)))
+    far = [c for c in space.neighbours(base, 3)]
+    # One window of 1+2-hop neighbours (0.9, 0.5, 0.4: two of them below 0.6), then one of 3-hop ones.
+    assert [t.config for t in result.trials[1:4]] == near[:3]
+    assert [t.config for t in result.trials[4:7]] == far[:3]
+    walk = result.extra["walk"]
+    assert walk[1] == {"event": "local_optimum", "trial": 7, "config": base.key, "gflops": 50.0}
+    logged = result.extra["predictions"]["log"]
+    assert [(r["trial"], r["n"], r["hops"], r["moved"]) for r in logged[:2]] == [(1, 3, "1+2", False),
+                                                                                 (4, 3, "3", False)]
 
 
 def test_measured_early_stop_and_three_hop_fallback(space, monkeypatch):
@@ -189,3 +221,22 @@ def test_real_measurements_and_resume(tmp_path, measurer):
         assert again.measured == 0 and [t.config for t in again.trials] == [t.config for t in full.trials]
     finally:
         env.close()
+
+
+def test_random_model_ablation_and_prediction_log(space):
+    from tensorgym.agents import make_agent
+
+    perf, _, _ = two_peaks(space)
+    ablation = make_agent("dgd-random-model", initial_samples=16)
+    assert isinstance(ablation, DGDAgent) and ablation.model == "random"
+    blind = run_search(ablation, synthetic_tuner(space, perf, budget=90), seed=1)
+    learned = run_search(DGDAgent(initial_samples=16, model_options=FAST_MODEL), synthetic_tuner(space, perf, 90),
+                         seed=1)
+    assert [t.config for t in blind.trials[:16]] == [t.config for t in learned.trials[:16]]  # the same warm start
+    assert blind.extra["model"] == "random scores" and learned.extra["model"].startswith("xgb both")
+    for result in (blind, learned):
+        log = result.extra["predictions"]["log"]
+        assert log and all(r["trial"] >= 16 and r["n"] >= 1 and r["hops"] in ("1+2", "3") for r in log)
+        # Each logged step's configs were measured after it started, in the order of the log.
+        assert [r["trial"] for r in log] == sorted(r["trial"] for r in log)
+        assert sum(r["n"] for r in log) <= len(result.trials) - 16

@@ -141,7 +141,7 @@ def test_the_env_survives_crashing_and_hanging_kernels(tmp_path):
     crash_target, hang_target = (space.hop(start, a // 2, -1 if a % 2 else 1) for a in moves[:2])
     probe.close()
 
-    with Measurer(faults={crash_target: "crash", hang_target: "hang"}, run_timeout=3.0) as measurer:
+    with Measurer(faults={crash_target: "crash", hang_target: "hang"}, run_timeout=8.0) as measurer:
         env = tensorgym.make_env(workload, db=str(tmp_path / "env.db"), measurer=measurer)
         _, info = env.reset(seed=7)
         assert info["config"] == start.to_json()

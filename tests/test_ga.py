@@ -149,3 +149,54 @@ def test_real_measurements_and_resume(tmp_path, measurer):
         assert [t.gflops for t in again.trials] == [t.gflops for t in full.trials]
     finally:
         env.close()
+
+
+def test_initial_population_is_a_population_of_random_configs_plus_the_best_measured(monkeypatch):
+    sizes = []
+    original = GAAgent._evolve
+
+    def spy(self, tuner, rng, population, scorer, out_size):
+        sizes.append((len(population), sum(tuner.seen(c) is not None for c in population)))
+        return original(self, tuner, rng, population, scorer, out_size)
+
+    monkeypatch.setattr(GAAgent, "_evolve", spy)
+    run_search(GAAgent(**SMALL), synthetic_tuner(budget=48))
+    # Round 1: 64 random; later rounds: 64 random + the best int(0.2 * 64) = 12 measured configs.
+    assert sizes == [(64, 0), (76, 12), (76, 12)]
+
+
+def test_prediction_log_per_round():
+    result = run_search(GAAgent(**{**SMALL, "eps_greedy": 0.25}), synthetic_tuner(budget=48))
+    log = result.extra["predictions"]["log"]
+    assert [r["trial"] for r in log] == [0, 16, 32]
+    assert log[0]["guided"] is False and log[0]["n"] == 0  # warm-up: random scores, nothing to test
+    for entry in log[1:]:
+        assert entry["guided"] is True and entry["n"] == 16 and -1 <= entry["rho"] <= 1
+        assert entry["model_picks"] == 12 and entry["model_mean"] is not None and entry["random_mean"] is not None
+        assert entry["pick"] <= entry["best"]
+    assert result.extra["predictions"]["rounds"] == 3
+    assert result.extra["model"] == "xgb both regression/log/none depth 4"
+
+
+def test_random_model_ablation_makes_the_same_moves_blind():
+    """ga-random-model: the same first (warm-up) batch as ga, then the same evolution on random scores."""
+    from tensorgym.agents import make_agent
+
+    ablation = make_agent("ga-random-model", **SMALL)
+    assert isinstance(ablation, GAAgent) and ablation.model == "random" and ablation.name == "ga-random-model"
+    ga = run_search(GAAgent(**SMALL), synthetic_tuner(budget=48), seed=2)
+    blind = run_search(ablation, synthetic_tuner(budget=48), seed=2)
+    assert [t.config for t in ga.trials[:16]] == [t.config for t in blind.trials[:16]]
+    assert [t.config for t in ga.trials[16:]] != [t.config for t in blind.trials[16:]]
+    assert blind.extra["model"] == "random scores" and blind.extra["model_guided_rounds"] == 2
+    again = run_search(make_agent("ga-random-model", **SMALL), synthetic_tuner(budget=48), seed=2)
+    assert [t.config for t in again.trials] == [t.config for t in blind.trials]  # deterministic per seed
+    with pytest.raises(ValueError, match="model"):
+        GAAgent(model="oracle")
+
+
+def test_draft_model_guides_the_search(space):
+    perf = peak_at(space, space.sample(np.random.default_rng(99)))
+    result = run_search(GAAgent("both", model="draft", population=128, batch_size=32, num_warmup_sample=32),
+                        synthetic_tuner(space, perf, budget=96), seed=0)
+    assert len(result.trials) == 96 and "draft prior" in result.extra["model"]

@@ -70,7 +70,7 @@ def _board():
 def test_table_rows_statistics():
     board = _board()
     assert board.points == (2, 4)  # points beyond the budget are dropped
-    assert board.metric_names() == ["@2", "@4", "@3s", "final", "re-timed", "to95%"]
+    assert board.metric_names() == ["@2", "@4", "@3s", "final", "re-timed", "to95%", "score", "score(t)", "AUC"]
     stats = board.stats("E1", "a")
     assert stats["@2"].values == (2, 3) and stats["@4"].mean == pytest.approx(3.5)
     assert stats["@3s"].values == (3, 3) and stats["final"].values == (6, 9)
@@ -135,6 +135,28 @@ def test_compare_resumes_from_saved_results_without_measuring(tmp_path):
     with Database(tmp_path / "r.db") as db:
         assert db.count() == 0  # nothing was measured: both runs came from out/results
     assert (out / "compare.csv").exists() and (out / "plots" / "tensorgym-test_Matmul64-v0.png").exists()
+
+
+def test_a_local_compare_does_not_import_ray(tmp_path):
+    """Ray is an optional extra: a compare without ``ray=`` never imports it."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    for seed in (0, 1):
+        path = _result_path(out, TEST_ENV, "random", seed, {})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _random_result(seed, budget=8).save(path)
+    code = ("import sys, gymnasium as gym; from tensorgym.workloads import matmul; "
+            "from tensorgym.cli import main; "
+            f"gym.register(id={TEST_ENV!r}, entry_point='tensorgym.envs.registration:make_env', "
+            "kwargs={'workload': matmul(64, 64, 64, name='mm64')}); "
+            f"code = main(['compare', {TEST_ENV!r}, '--agents', 'random', '--budget', '8', '--seeds', '2', "
+            f"'--db', {str(tmp_path / 'r.db')!r}, '--out', {str(out)!r}, '--no-vendor', '--remeasure', '0', '-q']); "
+            "print('ray imported' if 'ray' in sys.modules else 'no ray'); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("no ray") and (out / "compare.html").exists()
 
 
 @pytest.mark.slow

@@ -43,10 +43,10 @@ def test_a_wrong_kernel_is_caught(measurer):
 
 def test_crashing_and_hanging_kernels_become_records(mm_space):
     a, b, c, d = mm_space.sample_many(np.random.default_rng(3), 4)
-    with Measurer(faults={b: "crash", c: "hang"}, run_timeout=3.0) as m:
+    with Measurer(faults={b: "crash", c: "hang"}, run_timeout=8.0) as m:
         records = m.measure(mm_space, [a, b, c, d])
         assert [r.status for r in records] == [Status.OK, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.OK]
-        assert "SIGSEGV" in records[1].error and "no answer within 3.0 s" in records[2].error
+        assert "SIGSEGV" in records[1].error and "no answer within 8.0 s" in records[2].error
         assert m.runner_restarts == 2
         assert m.measure(mm_space, [a])[0].status is Status.OK  # still working afterwards
 

@@ -184,7 +184,9 @@ def test_encoding_and_pickling(catalogue):
     assert [clone.encode(c).tolist() for c in configs] == vectors.tolist()
     assert space.info(configs[0])["packing"] == "pre-packed"
     in_kernel = MicrokernelSpace(SUITES["BERT"]["M3"], TARGET, catalogue=catalogue)
-    assert in_kernel.info(configs[0])["packing"] == "in-kernel"
+    assert in_kernel.info(in_kernel.sample(rng))["packing"] == "in-kernel"
+    with pytest.raises(SpaceError, match="prepacked"):  # a config of the pre-packed space is not one of this
+        in_kernel.info(configs[0])
 
 
 def test_threshold_filters_the_catalogue(catalogue):

@@ -158,3 +158,47 @@ def test_optuna_on_real_kernels_stores_everything_and_resumes(tmp_path, measurer
         assert isinstance(again.best_config, Config)
     finally:
         env.close()
+
+
+_CONCURRENT = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import gymnasium as gym
+import tensorgym
+from fakes import SyntheticMeasurer
+from tensorgym.agents.optuna_agent import OptunaAgent
+db, seed, barrier, n = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+env = gym.make("tensorgym/Matmul-v0", M=48, N=64, K=32, db=db, measurer=SyntheticMeasurer())
+agent = OptunaAgent()
+(barrier / f"ready{{seed}}").touch()
+while len(list(barrier.glob("ready*"))) < n:  # start the searches at one instant
+    time.sleep(0.001)
+result = agent.tune(env, budget=6, seed=seed)
+env.close()
+print(result.measured + result.reused)
+"""
+
+
+@pytest.mark.parametrize("processes", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_processes_starting_the_optuna_agent_together_share_its_storage(tmp_path, processes):
+    """Each process creates the side storage ``<db>.optuna.db`` at the same moment (it used to fail
+    with 'table studies already exists' about one time in three); every one of them must finish."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = _CONCURRENT.format(tests=str(Path(__file__).parent))
+    for attempt in range(2):
+        barrier = tmp_path / f"barrier{attempt}"
+        barrier.mkdir()
+        db = tmp_path / f"shared{attempt}.db"
+        procs = [subprocess.Popen([sys.executable, "-c", script, str(db), str(seed), str(barrier), str(processes)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for seed in range(processes)]
+        outputs = [p.communicate(timeout=300) for p in procs]
+        assert [p.returncode for p in procs] == [0] * processes, [err[-2000:] for _, err in outputs]
+        assert [out.split()[-1] for out, _ in outputs] == ["6"] * processes
+        storage = optuna.storages.RDBStorage(f"sqlite:///{db}.optuna.db")
+        assert len(storage.get_all_studies()) == processes  # one study per seed
+        storage.engine.dispose()

@@ -96,3 +96,5 @@ def test_every_catalog_entry_is_the_class_it_names():
         assert catalog.env_class(name).space_name == name
     for name in catalog.AGENTS:
         assert catalog.agent_class(name).name == name
+    for name in catalog.SCHEDULERS:
+        assert catalog.scheduler_class(name).name == name

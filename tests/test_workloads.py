@@ -87,3 +87,56 @@ def test_unknown_env_id_is_a_clear_error():
 def test_public_builders():
     assert isinstance(tensorgym.conv2d(1, 8, 8, 8, 8, 1, 1), Conv2d)
     assert tensorgym.matmul(2, 3, 4).key == "matmul(M=2,N=3,K=4,dtype=float32)"
+
+
+# -- dtypes ------------------------------------------------------------------------------------------------
+def test_the_dtype_is_part_of_the_key_the_label_and_the_description():
+    fp32 = all_suite_workloads()["Conv2d-ResNet18-C7-v0"]
+    int8 = fp32.with_dtype("int8")
+    assert int8 != fp32 and int8.key != fp32.key and int8.key.endswith("dtype=int8)")
+    assert (fp32.label, int8.label) == ("ResNet-18/C7", "ResNet-18/C7[int8]")
+    assert int8.describe().endswith("int8") and int8.flops == fp32.flops
+    assert Workload.from_json(int8.to_json()) == int8
+    assert (int8.throughput_unit, fp32.throughput_unit, fp32.with_dtype("bf16").throughput_unit) == (
+        "GOP/s", "GFLOP/s", "GFLOP/s")
+    assert int8.element_types == ("uint8", "int8", "int32") and int8.output_dtype == "int32"
+
+
+def test_int8_inputs_cover_the_whole_uint8_range_and_the_reference_is_exact():
+    wl = matmul(64, 32, 300, dtype="int8")
+    a, b = wl.random_inputs(seed=0)
+    assert a.dtype == np.uint8 and b.dtype == np.int8
+    assert a.min() == 0 and a.max() == 255 and b.min() == -128 and b.max() == 127
+    ref = wl.reference(a, b)
+    assert np.array_equal(ref, a.astype(np.int64) @ b.astype(np.int64))
+    assert wl.tolerance(1e-3) == 0.0
+
+
+def test_bf16_inputs_are_rounded_and_the_reference_uses_the_rounded_values():
+    wl = conv2d(1, 4, 6, 6, 8, 3, 3, dtype="bf16")
+    data, kernel = wl.random_inputs(seed=1)
+    assert data.dtype.name == "bfloat16"
+    as_float = data.astype(np.float32)
+    assert np.array_equal(as_float, as_float.astype(data.dtype).astype(np.float32))  # exactly representable
+    expected = conv2d(1, 4, 6, 6, 8, 3, 3).reference(as_float, kernel.astype(np.float32))
+    np.testing.assert_array_equal(wl.reference(data, kernel), expected)
+    assert wl.tolerance(1e-3) == 1e-5
+
+
+def test_float16_is_one_more_dtype_summed_in_fp32_and_tensor_cores_get_the_protocols_tolerance():
+    wl = matmul(16, 8, 32, dtype="float16")
+    a, b = wl.random_inputs(seed=0)
+    assert a.dtype == np.float16 and b.dtype == np.float16
+    assert wl.element_types == ("float16", "float16", "float32") and wl.output_dtype == "float32"
+    np.testing.assert_array_equal(wl.reference(a, b), a.astype(np.float64) @ b.astype(np.float64))
+    assert wl.label == wl.key and "dtype=float16" in wl.key and wl.describe().endswith("float16")
+    # One tolerance table: exact-product dtypes summed in IEEE fp32, loosened only on tensor cores.
+    assert wl.tolerance(1e-3) == 1e-5 and wl.tolerance(1e-3, tensor_cores=True) == 1e-3
+    assert wl.with_dtype("bf16").tolerance(1e-3, tensor_cores=True) == 1e-3
+    assert wl.with_dtype("int8").tolerance(1e-3, tensor_cores=True) == 0.0
+    assert wl.with_dtype("float32").tolerance(1e-3) == 1e-3
+
+
+def test_unknown_dtypes_are_refused():
+    with pytest.raises(WorkloadError, match="float32, int8, bf16"):
+        matmul(4, 4, 4, dtype="int4")

@@ -29,6 +29,12 @@ resolution (3 s instead of 30 s). It is installed in the MetaSchedule
 process, in its builder/runner popen workers (``initializer=``), and in
 tensorgym's build workers before they regenerate a design space.
 
+**int8 and bf16.** MetaSchedule tunes the blocked formulation of
+:mod:`.packed` (channels-last activations, VNNI-blocked weights, laid out
+outside its timed kernel) with its ``MultiLevelTilingWithIntrin`` rule on
+tensorgym's AVX-512 VNNI (int8) or AVX512-BF16 (bf16) dot-product intrinsic;
+tensorgym's re-timing and NumPy check use the same layouts.
+
 **The** ``metaschedule`` **space.** To store MetaSchedule's schedules as
 tensorgym records they need configs: :class:`MetaScheduleSpace` has one
 config per (design space, sampling decisions) of MetaSchedule's design
@@ -80,6 +86,7 @@ import gymnasium as gym
 from tensorgym.agents.base import Agent
 from tensorgym.config import Config
 from tensorgym.envs.base import tuning_env
+from tensorgym.errors import InvalidArgumentError
 from tensorgym.evaluator import Evaluator
 from tensorgym.measure.worker import Worker
 from tensorgym.record import Record
@@ -152,6 +159,9 @@ class MetaScheduleAgent(Agent):
         workload, target = base.workload, base.target
         if target.kind != "llvm":
             raise ValueError(f"the metaschedule agent tunes LLVM CPU targets, not {target.kind!r}")
+        if target.remote is not None:
+            raise InvalidArgumentError(f"the metaschedule agent times on this machine; it cannot tune the remote "
+                                       f"device {target.remote.address}")
         started = time.monotonic()
         callback = as_callback(callback)
         callback.on_start(f"{self.name} {workload.label}", budget)

@@ -28,6 +28,7 @@ from tensorgym.spaces.base import SpaceError
 from tensorgym.target import Target
 from tensorgym.workloads import Workload
 
+from . import packed
 from .tvmscript import install_fast_tvmscript_stack
 
 _PARALLEL_KEY = "meta_schedule.parallel"
@@ -156,8 +157,10 @@ class Design:
         import tvm
         from tvm.s_tir import meta_schedule as ms
 
-        self.mod = tvm.IRModule({"main": workload.te_func()})
-        context = ms.TuneContext(mod=self.mod, target=target.tvm_target(), space_generator="post-order-apply",
+        self.mod = tvm.IRModule({"main": packed.prim_func(workload)})
+        # int8 / bf16: MetaSchedule's rules with its dot-product tiling on tensorgym's intrinsic (see .packed).
+        self.space_generator = packed.space_generator(workload) if packed.is_packed(workload) else "post-order-apply"
+        context = ms.TuneContext(mod=self.mod, target=target.tvm_target(), space_generator=self.space_generator,
                                  task_name="main", num_threads=target.num_cores)
         self.traces = [sch.trace for sch in context.generate_design_space()]
         self.postprocs = list(context.space_generator.postprocs)

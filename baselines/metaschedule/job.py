@@ -120,6 +120,7 @@ def tune_here(workload: Workload, target: Target, budget: int, seed: int, work_d
         builder=ms.builder.LocalBuilder(max_workers=target.num_cores, timeout_sec=build_timeout,
                                         initializer=popen_initializer),
         runner=runner, database=ms.database.JSONDatabase(work_dir=work_dir), cost_model="xgb",
+        space=design.space_generator,
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), Recorder()],
         num_tuning_cores=target.num_cores, seed=seed,
     )

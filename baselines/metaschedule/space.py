@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from tensorgym.config import Config
-from tensorgym.factors import factorizations
+from tensorgym.factors import count_factorizations, nth_factorization
 from tensorgym.spaces.base import Space, SpaceError
 from tensorgym.target import Target
 from tensorgym.workloads import Workload
 
+from . import packed
 from .design import Signature, design_signature, signature_digest
 from .design import design as cached_design
 
@@ -43,6 +44,7 @@ class MetaScheduleSpace(Space):
     """
 
     name = "metaschedule"
+    supported_dtypes = ("float32", "int8", "bf16")
 
     def __init__(self, workload: Workload, target: Target, signature: Signature | None = None):
         super().__init__(workload, target)
@@ -103,8 +105,9 @@ class MetaScheduleSpace(Space):
         values: dict[str, Any] = {"space": index}
         for knob in self.signature[index]:
             if knob.kind == "tile":
-                options = factorizations(knob.product, knob.parts, knob.max_innermost)
-                values[knob.name] = options[int(rng.integers(len(options)))]
+                count = count_factorizations(knob.product, knob.parts, knob.max_innermost)
+                values[knob.name] = nth_factorization(knob.product, knob.parts, knob.max_innermost,
+                                                      int(rng.integers(count)))
             elif knob.kind == "cat":
                 values[knob.name] = int(rng.integers(len(knob.choices)))
             elif knob.kind == "loc":
@@ -124,6 +127,7 @@ class MetaScheduleSpace(Space):
 
     def encode(self, config: Config) -> np.ndarray:
         """Design-space index, then per knob: log-tile shares, categorical index, location, parallel extent."""
+        self.check(config)
         out = np.zeros(self.encoding_size, dtype=np.float32)
         index = int(config["space"])
         out[0] = index / max(1, len(self.signature) - 1)
@@ -155,6 +159,17 @@ class MetaScheduleSpace(Space):
             else:
                 parts.append(f"{knob.name}={value}")
         return " ".join(parts)
+
+    # -- layouts (int8 / bf16: MetaSchedule's kernels take blocked layouts, see .packed) ------------
+    def kernel_arguments(self, config: Config, inputs) -> list[np.ndarray]:
+        if not packed.is_packed(self.workload):
+            return super().kernel_arguments(config, inputs)
+        return packed.kernel_arguments(self.workload, inputs)
+
+    def canonical_output(self, config: Config, arguments) -> np.ndarray:
+        if not packed.is_packed(self.workload):
+            return arguments[-1]
+        return packed.canonical_output(self.workload, arguments[-1])
 
     # -- schedule ------------------------------------------------------------------
     def apply(self, config: Config):

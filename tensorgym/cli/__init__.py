@@ -1,17 +1,27 @@
 """The ``tensorgym`` command line: one module per subcommand.
 
   tensorgym list [--suite NAME]                 every registered environment, its shape and GFLOP count
-  tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] [--shape M=..,N=..,K=..] ...
+  tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] [--shape M=..,N=..,K=..] [--space S] [--dtype D]
                                                 tune one env; re-running with the same --db resumes
   tensorgym compare ENV_ID [ENV_ID ...] --agents random,ga,dgd --budget N --seeds S
                                                 every agent on every env, one run: table, CSV/JSON, PNG
+  tensorgym tune-network NETWORK [--scheduler dual-task] [--space tiles] [--budget N] [--db PATH] ...
+                                                tune a network's layers under one budget; resumes from --db
+  tensorgym compare-network NETWORK --schedulers round-robin,gradient,dual-task --budget N --seeds S
+                                                several task schedulers on one network: table, CSV/JSON, PNG
   tensorgym show [PATH]                         the best record per workload in a database
   tensorgym microkernels calibrate [--quick]    measure this machine's microkernel catalogue (once)
   tensorgym microkernels show                   the kept microkernels and their share of the measured peak
+  tensorgym rpc-server --tracker HOST:PORT --key KEY
+                                                serve this machine's CPU to remote tuning runs (TVM RPC)
+  tensorgym mapping ENV_ID [--dtype int8]       a layer's mapping candidates (intrinsic, fused loops, packing,
+                                                resources, kept or pruned and why) and their best measurements
 
 Every error a user can cause (a :class:`~tensorgym.errors.TensorgymError`, a file
 that cannot be read or written, a database error) is printed as one line on
-stderr and the command exits with code 2; ``-v`` adds the traceback.
+stderr and the command exits with code 2; ``-v`` adds the traceback. Argument
+values argparse refuses (``--budget x``, ``--time-budget nan``) are usage errors,
+exit code 2 too.
 """
 
 from __future__ import annotations
@@ -25,9 +35,9 @@ from collections.abc import Sequence
 
 from tensorgym.errors import TensorgymError
 
-from . import compare, list_envs, microkernels, show, tune
+from . import compare, compare_network, list_envs, mapping, microkernels, rpc_server, show, tune, tune_network
 
-COMMANDS = (list_envs, tune, compare, show, microkernels)
+COMMANDS = (list_envs, tune, compare, tune_network, compare_network, show, microkernels, mapping, rpc_server)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -48,7 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (TensorgymError, OSError, sqlite3.Error) as exc:
+    except Exception as exc:  # noqa: BLE001 - sorted below: the user's errors become one line
+        if not is_user_error(exc):
+            raise
         if args.verbose:
             traceback.print_exc()
         print(f"error: {one_line(exc)}", file=sys.stderr)
@@ -57,6 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: every finished measurement is in the database; run the same command again to resume",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """A TensorgymError, a file that cannot be read or written, or a database error (SQLite's, or
+    SQLAlchemy's under a study storage): what a user fixes, not a bug to report with a traceback."""
+    if isinstance(exc, (TensorgymError, OSError, sqlite3.Error)):
+        return True
+    return any(cls.__module__.startswith("sqlalchemy.") for cls in type(exc).__mro__)
 
 
 def one_line(exc: BaseException) -> str:

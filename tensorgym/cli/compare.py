@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 
 from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS
-from tensorgym.baselines.compare import DEFAULT_AGENTS, compare
+from tensorgym.baselines.compare import DEFAULT_AGENTS, busy_summary, compare
 from tensorgym.baselines.render import caption, text_table
-from tensorgym.database import default_path
+from tensorgym.catalog import ENVS
+from tensorgym.database import database_path, default_path
+from tensorgym.workloads import SUPPORTED_DTYPES
 
-from .args import float_list, int_list, seed_list
+from .args import add_ray_argument, add_rpc_argument, finite_float, float_list, int_list, rpc_target, seed_list
 from .shapes import parse_shape
 
 
@@ -27,7 +29,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--agents", default=",".join(DEFAULT_AGENTS),
                    help=f"comma-separated agent names (default: {','.join(DEFAULT_AGENTS)})")
     p.add_argument("--budget", type=int, default=128, help="measurements per run (default: 128)")
-    p.add_argument("--time-budget", type=float, default=None, help="seconds of tuning clock per run (default: none)")
+    p.add_argument("--time-budget", type=finite_float, default=None,
+                   help="seconds of tuning clock per run (default: none)")
     p.add_argument("--seeds", type=seed_list, default=3, help="number of seeds, or a list like 0,1,2 (default: 3)")
     p.add_argument("--db", default=None, help=f"SQLite database all runs share (default: $TENSORGYM_DB or "
                                               f"{default_path()})")
@@ -36,26 +39,41 @@ def add_parser(subparsers) -> None:
                    help="measurement counts the table reads (default: 16,32,64,128)")
     p.add_argument("--time-points", type=float_list, default=DEFAULT_TIME_POINTS,
                    help="seconds of tuning clock the table reads (default: 60,120)")
+    p.add_argument("--space", default=None, choices=tuple(ENVS),
+                   help="the space the search agents tune in (default: each agent's own; mapping for int8/bf16)")
+    p.add_argument("--dtype", default="float32", choices=SUPPORTED_DTYPES,
+                   help="data type of the workloads (default: float32)")
     p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor libraries")
     p.add_argument("--remeasure", type=int, default=3,
                    help="rounds of re-timing every run's best config and the vendors at the end (default: 3)")
+    p.add_argument("--native-blas", action="store_true",
+                   help="clear OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the vendor processes (OpenBLAS picks its "
+                        "kernel for this CPU)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
+    add_ray_argument(p)
+    add_rpc_argument(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     shape = parse_shape(args.shape) or None
-    db = args.db if args.db is not None else default_path()
-    print(f"database: {db}", file=sys.stderr)
+    db = database_path(args.db) if args.db is not None else default_path()
+    target = rpc_target(args.rpc)
+    print(f"database: {db}" + (f"; timing on {target.label}" if target is not None else "")
+          + (f"; runs on the Ray cluster {args.ray}" if args.ray else ""), file=sys.stderr)
     board = compare(args.env_ids, args.agents, budget=args.budget, seeds=args.seeds, db=db,
                     time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
                     time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
-                    progress=not args.quiet, remeasure=args.remeasure, shape=shape)
+                    progress=not args.quiet, remeasure=args.remeasure, shape=shape, native_blas=args.native_blas,
+                    target=target, ray=args.ray, space=args.space, dtype=args.dtype)
     print()
     print(text_table(board))
     print(f"\n{caption(board)}")
+    if busy := busy_summary(board):
+        print(busy, file=sys.stderr)
     for error in board.errors:
         print(f"FAILED: {error['agent']} on {error['env']} (seed {error['seed']}): {error['error'].splitlines()[0]}")
-    print(f"written to {Path(args.out).resolve()} (compare.csv, compare.json, compare.md, results/, plots/)")
+    print(f"written to {Path(args.out).resolve()} (compare.html, compare.csv, compare.json, compare.md, results/, "
+          f"plots/)")
     return 1 if board.errors else 0

@@ -14,6 +14,8 @@ import argparse
 
 from tensorgym.spaces.microkernel import DEFAULT_THRESHOLD, calibrate, load_catalogue
 
+from .args import fraction
+
 
 def add_parser(subparsers) -> None:
     """The ``microkernels`` command, with ``calibrate`` and ``show``."""
@@ -24,7 +26,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--quick", action="store_true", help="measure a small subset (CI; under a minute)")
     p.add_argument("--paper", action="store_true",
                    help="measure seed 003's unpruned enumeration (~2000 candidates instead of 840)")
-    p.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+    p.add_argument("--threshold", type=fraction, default=DEFAULT_THRESHOLD,
                    help=f"keep microkernels at >= this fraction of the measured peak (default: {DEFAULT_THRESHOLD})")
     p.add_argument("--force", action="store_true", help="re-measure even if this machine has a catalogue")
     p.add_argument("--cache-dir", default=None,
@@ -34,7 +36,7 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("show", help="list the kept microkernels by class, with their share of the measured peak")
-    p.add_argument("--threshold", type=float, default=None, help="override the stored threshold")
+    p.add_argument("--threshold", type=fraction, default=None, help="override the stored threshold")
     p.add_argument("--all", action="store_true", help="list every measured candidate, kept or not")
     p.add_argument("--cache-dir", default=None, help="catalogue directory")
     p.set_defaults(func=cmd_show)

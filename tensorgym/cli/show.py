@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tensorgym.database import Database, default_path
+from tensorgym.database import Database, database_path, default_path
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.text import format_table
 
@@ -19,10 +19,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = Path(args.path) if args.path is not None else default_path()
+    path = Path(database_path(args.path)) if args.path is not None else default_path()
     if not path.exists():
         raise InvalidArgumentError(f"{path} does not exist")
-    with Database(path) as db:
+    with Database(path, readonly=True) as db:  # reads only: works on read-only media too
         rows = []
         for s in db.summaries():
             best = s.best
@@ -33,5 +33,6 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"{path} holds no records")
         return 0
-    print(format_table(rows, ("workload", "space", "ok/records", "best GFLOP/s", "latency ms", "cv %", "best config")))
+    print(format_table(rows, ("workload", "space", "ok/records", "best GFLOP/s (int8: GOP/s)", "latency ms", "cv %",
+                              "best config")))
     return 0

@@ -3,19 +3,38 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 
-from tensorgym.catalog import ENVS, make_agent
-from tensorgym.database import default_path
-from tensorgym.envs.registration import make_env, workload_of
+from tensorgym.catalog import ENVS, make_agent, space_class
+from tensorgym.checks import integer
+from tensorgym.database import database_path, default_path
+from tensorgym.envs.registration import make_env, with_layout, workload_of
+from tensorgym.errors import InvalidArgumentError
+from tensorgym.record import BUSY_SHARE
 from tensorgym.target import resolve_target
-from tensorgym.workloads import SUPPORTED_DTYPES
 from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, check_budget
+from tensorgym.workloads import SUPPORTED_DTYPES
 
+from .args import add_rpc_argument, finite_float, output_file, rpc_target
 from .shapes import parse_shape
+
+
+def default_space(agent, workload, target) -> str:
+    """The agent's space, or on a CPU ``mapping`` for int8 and bf16 workloads (the only CPU space that maps them);
+    on a GPU the agent's space takes float16 and bf16 too."""
+    return agent.env_space if workload.dtype == "float32" or target.kind == "cuda" else "mapping"
+
+
+def check_space_dtype(space: str, workload, target) -> None:
+    """Refuse, before anything is created, a space that cannot schedule the workload's dtype on ``target``."""
+    cls = space_class(space).for_target(target)
+    if workload.dtype not in cls.supported_dtypes:
+        supporting = [name for name in ENVS
+                      if workload.dtype in space_class(name).for_target(target).supported_dtypes]
+        raise InvalidArgumentError(f"the {space} space tunes {', '.join(cls.supported_dtypes)} kernels, not "
+                                   f"{workload.dtype}; use --space {' or '.join(supporting)}")
 
 
 def add_parser(subparsers) -> None:
@@ -23,37 +42,61 @@ def add_parser(subparsers) -> None:
     p.add_argument("env_id", help="e.g. Conv2d-ResNet-R5-v0 (see `tensorgym list`)")
     p.add_argument("--shape", help="shape of tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, e.g. M=512,N=768,K=3072")
     p.add_argument("--agent", default="random", help="search agent (default: random)")
-    p.add_argument("--target", default="llvm", help="llvm (this CPU, default) or cuda (this machine's GPU)")
-    p.add_argument("--dtype", choices=SUPPORTED_DTYPES, default=None,
-                   help="input dtype (default: the layer's, float32); float16/bfloat16 sum in float32")
+    p.add_argument("--target", default="llvm", choices=("llvm", "cuda"),
+                   help="llvm (this CPU, default) or cuda (this machine's GPU)")
     p.add_argument("--space", default=None, choices=tuple(ENVS),
-                   help="search space (default: the agent's, tiles for most)")
-    p.add_argument("--features", choices=("af", "generic"),
-                   help="cost-model features of the ga / dgd agents (default: ga generic, dgd af)")
+                   help="search space (default: the agent's, tiles for most; mapping for int8 and bf16)")
+    p.add_argument("--dtype", default="float32", choices=SUPPORTED_DTYPES,
+                   help="data type (default: float32; int8 = uint8 x int8 -> int32, bf16 -> fp32; "
+                        "float16 -> fp32 on a GPU)")
+    p.add_argument("--layout", choices=("NCHW", "NHWC", "NCHWc"), default=None,
+                   help="conv2d data layout (default: the env's, NCHW); NHWC and NCHWc are oneDNN's")
+    p.add_argument("--packing", choices=("in-kernel", "weights", "all"), default=None,
+                   help="what the kernel receives packed: tiles space (NCHW conv2d) in-kernel or weights; "
+                        "microkernel space in-kernel (default), weights or all. The vendor reference is then "
+                        "one with pre-packed weights too")
+    p.add_argument("--features", choices=("af", "generic", "both"),
+                   help="cost-model features of the ga / dgd agents (default: both)")
+    p.add_argument("--model", choices=("ansor", "log-shallow", "draft", "random"),
+                   help="cost model of the ga / dgd agents (default: log-shallow): Ansor's XGBoost, XGBoost on log "
+                        "throughput with shallow trees, the same boosted from the analytical draft, or random scores "
+                        "(the ablation)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
-    p.add_argument("--time-budget", type=float, default=None, help="seconds of tuning (default: none)")
+    p.add_argument("--time-budget", type=finite_float, default=None, help="seconds of tuning (default: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--db", default=None, help=f"SQLite database; resumes if it exists (default: $TENSORGYM_DB or "
                                               f"{default_path()})")
     p.add_argument("--json", help="also write the tuning history to this JSON file")
     p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor library")
+    add_rpc_argument(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     # Everything that can be refused is checked before the database file is created.
-    workload = workload_of(args.env_id, parse_shape(args.shape))
-    if args.dtype:
-        workload = dataclasses.replace(workload, dtype=args.dtype)
-    target = resolve_target(args.target)
-    agent = make_agent(args.agent, **({"features": args.features} if args.features else {}))
-    space = args.space or agent.env_space
+    workload = workload_of(args.env_id, parse_shape(args.shape)).with_dtype(args.dtype)
+    if args.layout:
+        workload = with_layout(workload, args.layout)
+    if args.rpc is not None and args.target != "llvm":
+        raise InvalidArgumentError(f"--rpc times on a remote CPU; it does not combine with --target {args.target}")
+    target = resolve_target(args.target)  # this CPU, or this machine's GPU (one clear error without one)
+    options = {key: value for key, value in (("features", args.features), ("model", args.model)) if value}
+    agent = make_agent(args.agent, **options)
+    space = args.space or default_space(agent, workload, target)
     agent.check_space(space)
+    check_space_dtype(space, workload, target)
     check_budget(args.budget, args.time_budget)
-    db = args.db if args.db is not None else default_path()
-    print(f"database: {db}", file=sys.stderr)
-    env = make_env(workload, space=space, db=db, target=target)
+    integer("--seed", args.seed, minimum=0)
+    if args.json is not None:
+        output_file("--json", args.json)
+    remote = rpc_target(args.rpc)
+    target = remote if remote is not None else target
+    db = database_path(args.db) if args.db is not None else default_path()
+    print(f"database: {db}" + (f"; timing on {target.label}" if target.kind == "cuda" or remote is not None else ""),
+          file=sys.stderr)
+    env = make_env(workload, space=space, db=db, target=target,
+                   **({"packing": args.packing} if args.packing else {}))
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())
@@ -62,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         result.save(args.json)
 
-    print(f"\n{args.env_id}: {workload.label}, {workload.describe()}, {workload.gflop:.4g} GFLOP")
+    unit = workload.throughput_unit
+    amount = "GOP" if workload.dtype == "int8" else "GFLOP"
+    print(f"\n{args.env_id}: {workload.label}, {workload.describe()}, {workload.gflop:.4g} {amount}")
     print(f"agent {result.agent} (seed {result.seed}) in the {result.space} space: {len(result.trials)} trials "
           f"({result.measured} measured now, {result.reused} from {db}), {result.wall_s:.1f} s")
     rows = []
@@ -71,19 +116,35 @@ def run(args: argparse.Namespace) -> int:
                      f"{result.best_latency_s * 1e3:.3f}", f"{result.best_latency_cv * 100:.1f}", ""))
     else:
         print("no config ran correctly; see `tensorgym show` for the errors")
-    if not args.no_vendor:
-        from tensorgym.baselines import VendorUnavailable, time_vendor
+    busy = result.extra.get("busy_trials", 0)
+    if remote is not None and not args.no_vendor:
+        print("(no vendor reference: the vendor libraries run on this machine, not on the remote device)")
+    elif not args.no_vendor:
+        from tensorgym.baselines import VendorUnavailable, time_vendor, vendor_choices
+        from tensorgym.baselines.vendor import ratio_text
 
         try:
-            ref = time_vendor(workload, target=target)
+            pre_packed = args.packing in ("weights", "all")
+            choice = next(((lib, lay) for lib, lay in vendor_choices(workload, target)
+                           if ("pre-packed" in lay) == pre_packed), (None, None))
+            ref = time_vendor(workload, *choice, target=target)
             rows.append((f"{ref.library} {ref.layout}", f"{ref.gflops:.1f}", f"{ref.latency_s * 1e3:.3f}",
-                         f"{ref.latency_cv * 100:.1f}", ""))
+                         f"{ref.latency_cv * 100:.1f}", "busy machine" if ref.busy else ref.kernel))
             if result.best_gflops:
-                rows[0] = (*rows[0][:4], f"{result.best_gflops / ref.gflops:.2f}x vendor")
+                ratio = ratio_text(result.best_gflops, ref, kernel_busy=result.extra.get("best_busy", False))
+                rows[0] = (*rows[0][:4], ratio)
+            busy += ref.busy
         except VendorUnavailable as exc:
             print(f"(no vendor reference: {exc})")
     if rows:
-        print(format_table(rows, ("kernel", "GFLOP/s", "latency ms", "cv %", "")))
+        print(format_table(rows, ("kernel", unit, "latency ms", "cv %", "")))
+    if busy:
+        print(f"warning: the machine was busy: {busy} timing(s) of this run saw other processes take more than "
+              f"{BUSY_SHARE:.0%} of the cores; those GFLOP/s are what a busy machine gave, and no ratio is drawn "
+              f"from them", file=sys.stderr)
     if result.best_config is not None:
         print(f"best config: {json.dumps(result.best_config.to_json())}")
+        searched = env.unwrapped.search_space
+        if searched.name == result.space and searched.is_valid(result.best_config):
+            print(f"best kernel: {searched.describe(result.best_config)}")
     return 0

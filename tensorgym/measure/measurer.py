@@ -13,11 +13,34 @@
   ``timeout``; one whose output differs from NumPy is a ``wrong_result``.
   The runner is restarted and the batch goes on.
 
-The default runner is a :class:`~tensorgym.measure.runner.LocalRunner`
-(a child process on this machine) for a CPU target and a
-:class:`~tensorgym.measure.runner.CudaRunner` for a CUDA one; other runners
-(remote devices) are passed in. The measurer holds no results: persisting them is the
-:class:`~tensorgym.evaluator.Evaluator`'s job.
+**Kernel faults and machine faults** (the rules are in :mod:`.faults`). The
+statuses above are the kernel's and final. When the *machine* fails instead
+(the runner is killed from outside or by the OOM killer, dies before it
+reaches the kernel or cannot start, the build or work directory runs out of
+space or fails with an I/O error), the measurement is repeated, up to
+``infra_retries`` times, after a short pause; if it still fails, the record
+is an ``infra_error``, which the :class:`~tensorgym.evaluator.Evaluator`
+measures again next time instead of reusing. After ``STORM_LIMIT`` kernels in a
+row end in ``infra_error``, the batch stops with an
+:class:`~tensorgym.measure.faults.InfrastructureError` (records made so far
+were already handed to ``on_record``).
+
+**Cheaper measurements.** Given the fastest latency known for a workload
+(``incumbent_s``, which the :class:`~tensorgym.evaluator.Evaluator` reads from
+the database), the runner times a kernel whose first call is already several
+times slower with one sample only (``Record.timing == "short"``); the
+incumbent improves as faster kernels of the batch are timed.
+
+The target decides the default runner (:func:`runner_for`): a
+:class:`~tensorgym.measure.runner.LocalRunner` (a child process on this
+machine) for the local CPU, a :class:`~tensorgym.measure.runner.CudaRunner`
+for a CUDA target, an :class:`~tensorgym.measure.rpc.RPCRunner` for a
+remote target (:func:`tensorgym.remote_target`), so that an environment made
+with ``target=remote_target(...)`` measures on that device with no other
+change. The runner also names the builders' task (``build_task``): a shared
+library for TVM's CPU kernels, a cubin or CUTLASS library for CUDA ones.
+Other runners are passed in. The measurer holds no results: persisting them
+is the :class:`~tensorgym.evaluator.Evaluator`'s job.
 """
 
 from __future__ import annotations
@@ -28,17 +51,38 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
+from pathlib import Path
+
+from ..checks import integer, number
 from ..config import Config
+from ..errors import InvalidArgumentError, InvalidTypeError
 from ..record import Record, Status, summarize_samples
 from ..spaces.base import Space
 from ..target import Target, resolve_target
+from .faults import (InfrastructureError, build_crash_is_schedule_fault, crash_is_kernel_fault,
+                     timeout_is_kernel_fault)
 from .protocol import TimingProtocol
-from .runner import Runner, default_runner
-from .tasks import FAULTS
+from .rpc import RPCRunner
+from .runner import CudaRunner, LocalRunner, Runner
+from .tasks import BUILD_FAULTS, FAULTS, RUN_FAULTS
 from .worker import Outcome, Worker, run_all
 
 log = logging.getLogger(__name__)
+
+INFRA_RETRY_DELAY_S = 0.5  # pause before retry k: k times this (a killed runner's memory is freed meanwhile)
+STORM_LIMIT = 3  # kernels in a row ending in infra_error after which a batch stops
+
+
+def runner_for(target: Target, work_dir: str, protocol: TimingProtocol | None = None) -> Runner:
+    """The runner a target is measured with: on this machine (its CPU, or its GPU for a CUDA target), or
+    through TVM RPC for a remote target."""
+    if target.remote is not None:
+        return RPCRunner(target, work_dir, protocol)
+    if target.kind == "cuda":
+        return CudaRunner(target, work_dir, protocol)
+    return LocalRunner(target, work_dir, protocol)
 
 
 class Measurer:
@@ -46,37 +90,53 @@ class Measurer:
 
     Args:
         target: where kernels run (default: the local CPU; a given ``runner``'s target otherwise).
-        runner: checks and times the built kernels (default: a
-            :class:`~tensorgym.measure.runner.LocalRunner` on this machine, a
-            :class:`~tensorgym.measure.runner.CudaRunner` for a CUDA target).
+        runner: checks and times the built kernels (default: :func:`runner_for` the target:
+            a :class:`~tensorgym.measure.runner.LocalRunner` on this machine, a
+            :class:`~tensorgym.measure.runner.CudaRunner` for a CUDA target, or an RPC runner
+            for a remote target).
         builders: build processes (default: one per core of this machine).
         protocol: the timing protocol of the default runner (a given runner has its own).
         build_timeout: seconds allowed to build one kernel (default: 30, MetaSchedule's; 600 for
             a CUDA target, where a CUTLASS kernel takes nvcc up to a minute). A few tiles configs
             (unroll 512 over a large register tile) take LLVM minutes to compile and are not fast
             when they are built.
-        run_timeout: seconds allowed to check and time one kernel; ``None`` scales
-            with the workload: 10 s + 25 s per GFLOP.
-        faults: test hook, ``{config: "crash" | "hang"}``: the local runner crashes or
-            hangs instead of running that config's kernel.
+        run_timeout: seconds allowed to check and time one kernel, counted from the moment
+            it starts (a runner's start-up and loading the library have their own allowance
+            of the same length); ``None`` scales with the workload: 10 s + 25 s per GFLOP.
+        infra_retries: how many times a measurement the machine made fail is repeated before
+            it is recorded as ``infra_error``.
+        faults: test hook, ``{config: fault}`` with a fault of
+            :data:`tensorgym.measure.tasks.FAULTS` (``"crash"``, ``"hang"``: the runner's process,
+            the local child or the remote device's session, crashes or hangs instead of running the
+            kernel; ``"kill"``: the runner is killed from outside; ``"nospace"``: the build finds the
+            disk full), or ``"<fault>-once"``: on the first attempt only.
     """
 
     def __init__(self, target: Target | str | None = None, *, runner: Runner | None = None,
                  builders: int | None = None, protocol: TimingProtocol | None = None,
                  build_timeout: float | None = None,
-                 run_timeout: float | None = None, faults: Mapping[Config, str] | None = None):
+                 run_timeout: float | None = None, infra_retries: int = 2,
+                 faults: Mapping[Config, str] | None = None):
+        if runner is not None and not isinstance(runner, Runner):
+            raise InvalidTypeError(f"runner must be a tensorgym Runner, got {type(runner).__name__}")
+        if protocol is not None and not isinstance(protocol, TimingProtocol):
+            raise InvalidTypeError(f"protocol must be a TimingProtocol, got {type(protocol).__name__}")
         if runner is not None and protocol is not None:
-            raise ValueError("pass the protocol to the runner, not to the Measurer, when you give a runner")
+            raise InvalidArgumentError("pass the protocol to the runner, not to the Measurer, when you give a runner")
+        build_timeout = None if build_timeout is None else number("build_timeout", build_timeout, positive=True)
+        run_timeout = None if run_timeout is None else number("run_timeout", run_timeout, positive=True)
+        self.infra_retries = integer("infra_retries", infra_retries, minimum=0)
+        builders = None if builders is None else integer("builders", builders, minimum=1)
         self.target = runner.target if runner is not None and target is None else resolve_target(target)
         if runner is not None and runner.target.fingerprint != self.target.fingerprint:
-            raise ValueError(f"the runner times on {runner.target.label}, not on {self.target.label}")
+            raise InvalidArgumentError(f"the runner times on {runner.target.label}, not on {self.target.label}")
         self.build_timeout = build_timeout if build_timeout is not None else (
             600.0 if self.target.kind == "cuda" else 30.0)
         self.run_timeout = run_timeout
         self.faults = dict(faults or {})
         for mode in self.faults.values():
-            if mode not in FAULTS:
-                raise ValueError(f"unknown fault {mode!r}; use one of {FAULTS}")
+            if not isinstance(mode, str) or mode.removesuffix("-once") not in FAULTS:
+                raise InvalidArgumentError(f"unknown fault {mode!r}; use one of {FAULTS}, or one of them + '-once'")
         self._workdir = tempfile.mkdtemp(prefix="tensorgym-")
         n_builders = builders or resolve_target(None).num_cores
         # One thread per builder: parallelism comes from the processes. Builders import TVM up front
@@ -84,7 +144,7 @@ class Measurer:
         preload = ("tvm",) if importlib.util.find_spec("tvm") is not None else ()
         self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"}, preload=preload)
                           for i in range(n_builders)]
-        self.runner = runner if runner is not None else default_runner(self.target, self._workdir, protocol)
+        self.runner = runner if runner is not None else runner_for(self.target, self._workdir, protocol)
         self.kernels_built = 0
         self.kernels_run = 0
 
@@ -122,58 +182,157 @@ class Measurer:
 
     # -- measuring -------------------------------------------------------------
     def measure(self, space: Space, configs: Sequence[Config], *, check: bool = True,
-                on_record: Callable[[Record], None] | None = None) -> list[Record]:
+                on_record: Callable[[Record], None] | None = None, adaptive: bool = False,
+                incumbent_s: float | None = None) -> list[Record]:
         """Build, check (if ``check``) and time ``configs``; one record each, in order.
 
-        ``on_record`` is called with each record as soon as it exists (to persist it).
+        ``on_record`` is called with each record as soon as it exists (to persist it). With
+        ``adaptive``, a kernel whose first call is several times slower than the fastest one known is
+        timed short: ``incumbent_s`` is the fastest latency known for the workload beforehand (None: none
+        yet), and it improves as the batch's kernels are timed. Without it every kernel is timed in full.
         """
-        return self.measure_pairs([(space, c) for c in configs], check=check, on_record=on_record)
+        incumbents = ({space.workload.key: incumbent_s} if incumbent_s else {}) if adaptive else None
+        return self.measure_pairs([(space, c) for c in configs], check=check, on_record=on_record,
+                                  incumbents=incumbents)
 
     def measure_pairs(self, kernels: Sequence[tuple[Space, Config]], *, check: bool = True,
-                      on_record: Callable[[Record], None] | None = None) -> list[Record]:
-        """:meth:`measure` for ``(space, config)`` pairs of possibly different spaces, built together."""
-        for space, _ in kernels:
+                      on_record: Callable[[Record], None] | None = None,
+                      incumbents: Mapping[str, float] | None = None) -> list[Record]:
+        """:meth:`measure` for ``(space, config)`` pairs of possibly different spaces, built together.
+
+        ``incumbents``: the fastest latency known per workload key (may be empty), for adaptive timing
+        (see :meth:`measure`); None times every kernel in full.
+        """
+        for space, config in kernels:
+            if not isinstance(space, Space) or not isinstance(config, Config):
+                raise InvalidTypeError(f"the measurer takes (Space, Config) pairs, got ({type(space).__name__}, "
+                                       f"{type(config).__name__})")
             if space.target.fingerprint != self.target.fingerprint:
-                raise ValueError(f"space is for target {space.target.label}, this measurer for {self.target.label}")
+                raise InvalidArgumentError(f"space is for target {space.target.label}, this measurer for "
+                                           f"{self.target.label}")
         if not kernels:
             return []
         for worker in self._builders:
-            worker.start()  # start all together: their imports overlap
-        self.runner.start()
+            _start_quietly(worker)  # start all together: their imports overlap
+        _start_quietly(self.runner)
         t0 = time.monotonic()
-        task = self.runner.build_task
-        builds = run_all(self._builders, [(task, (space, c, self._workdir), {}) for space, c in kernels],
+        builds = run_all(self._builders, [(self.runner.build_task, (space, c, self._workdir),
+                                           {"fault": self._fault(c, 0, BUILD_FAULTS)}) for space, c in kernels],
                          timeout=self.build_timeout)
         build_share = (time.monotonic() - t0) / len(kernels)
         self.kernels_built += len(kernels)
-        records = []
-        for (space, config), built in zip(kernels, builds):
-            records.append(self._run_one(space, config, built, check, build_share))
-            if on_record is not None:
-                on_record(records[-1])
+        best = dict(incumbents or {})
+        records: list[Record] = []
+        in_a_row = 0  # kernels in a row that ended in infra_error
+        try:
+            for index, ((space, config), built) in enumerate(zip(kernels, builds)):
+                key = space.workload.key
+                record, builds[index] = self._measure_one(space, config, built, check, build_share, best.get(key))
+                trusted = record.ok and not record.short and not record.busy
+                if incumbents is not None and trusted and record.latency_s < best.get(key, float("inf")):
+                    best[key] = record.latency_s
+                records.append(record)
+                if on_record is not None:
+                    on_record(record)
+                in_a_row = in_a_row + 1 if record.status is Status.INFRA_ERROR else 0
+                if in_a_row >= STORM_LIMIT and index + 1 < len(kernels):
+                    raise InfrastructureError(
+                        f"{in_a_row} kernels in a row could not be measured because of the machine, not the kernels "
+                        f"(last: {_gist(record.error)}); stopped with {len(kernels) - index - 1} kernels of the batch "
+                        f"left. Every record made so far is kept: fix the machine and run again to resume")
+        finally:
+            for built in builds:  # what was built and not run (the batch stopped), or run and done with
+                if built.ok:
+                    Path(built.value["path"]).unlink(missing_ok=True)
         return records
 
-    def _run_one(self, space: Space, config: Config, built: Outcome, check: bool, build_share: float) -> Record:
+    def _fault(self, config: Config, attempt: int, kinds: tuple[str, ...]) -> str | None:
+        """The test fault of ``config`` on attempt ``attempt`` (0: the first), if it is one of ``kinds``."""
+        mode = self.faults.get(config)
+        if mode is None:
+            return None
+        if mode.endswith("-once"):
+            mode = mode.removesuffix("-once") if attempt == 0 else None
+        return mode if mode in kinds else None
+
+    def _measure_one(self, space: Space, config: Config, built: Outcome, check: bool,
+                     build_share: float, incumbent_s: float | None = None) -> tuple[Record, Outcome]:
+        """The record of one built kernel, repeating what the machine made fail (see the module docs).
+        Also returns the build outcome finally used (its artifact is the caller's to remove)."""
+        t0 = time.monotonic()
+        attempt = 0
+        while True:
+            record, machine_failed_in = self._attempt(space, config, built, check, build_share, attempt, incumbent_s)
+            if machine_failed_in is None or attempt >= self.infra_retries:
+                break
+            attempt += 1
+            log.warning("%s of %s: the machine failed (%s); trying again (%d of %d)", config.key,
+                        space.workload.label, record.error.splitlines()[0][:300], attempt, self.infra_retries)
+            time.sleep(INFRA_RETRY_DELAY_S * attempt)
+            if machine_failed_in == "build":
+                if built.ok:
+                    Path(built.value["path"]).unlink(missing_ok=True)
+                built = self._builders[0].call(self.runner.build_task, space, config, self._workdir,
+                                               fault=self._fault(config, attempt, BUILD_FAULTS),
+                                               timeout=self.build_timeout)
+        if attempt:
+            # The retries cost wall time too: the tuning clock charges it.
+            record = replace(record, wall_s=build_share + (time.monotonic() - t0))
+        return record, built
+
+    def _attempt(self, space: Space, config: Config, built: Outcome, check: bool, build_share: float,
+                 attempt: int, incumbent_s: float | None = None) -> tuple[Record, str | None]:
+        """One try: the record, and where the machine failed (``"build"``, ``"run"``) or None."""
         build_s = built.value["seconds"] if built.ok else built.seconds
         base = dict(workload=space.workload.key, target=self.target.fingerprint, space=space.name, config=config,
                     build_s=build_s, wall_s=build_share, created=time.time())
         if not built.ok:
-            status = Status.TIMEOUT if built.kind == "timeout" else Status.BUILD_ERROR
-            return Record(status=status, error=f"build: {built.error}"[:4000], **base)
+            if built.kind == "timeout":
+                return Record(status=Status.TIMEOUT, error=f"build: {built.error}", **base), None
+            if built.kind == "infra" or (built.kind == "crash" and not build_crash_is_schedule_fault(built.signal)):
+                return Record(status=Status.INFRA_ERROR, error=f"build (machine): {built.error}"[:4000],
+                              **base), "build"
+            return Record(status=Status.BUILD_ERROR, error=f"build: {built.error}"[:4000], **base), None
         timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
         ran = self.runner.run(space, config, built.value["path"], check=check, timeout=timeout,
-                              fault=self.faults.get(config))
+                              fault=self._fault(config, attempt, RUN_FAULTS), incumbent_s=incumbent_s)
         self.kernels_run += 1
         base["run_s"] = ran.seconds
         base["wall_s"] += ran.seconds
-        if ran.kind == "timeout":
-            return Record(status=Status.TIMEOUT, error=f"run: {ran.error}", **base)
+        phases = self.runner.reports_phases
+        if ran.kind == "timeout" and timeout_is_kernel_fault(ran.phase, phases):
+            return Record(status=Status.TIMEOUT, error=f"run: {ran.error}", **base), None
+        if ran.kind in ("infra", "timeout") or (
+                ran.kind == "crash" and not crash_is_kernel_fault(ran.signal, ran.phase, phases)):
+            where = "before the kernel ran" if phases and ran.phase != "kernel" else "machine"
+            return Record(status=Status.INFRA_ERROR, error=f"run ({where}): {ran.error}"[:4000], **base), "run"
         if not ran.ok:
-            return Record(status=Status.RUNTIME_ERROR, error=f"run: {ran.error}"[:4000], **base)
+            return Record(status=Status.RUNTIME_ERROR, error=f"run: {ran.error}"[:4000], **base), None
         result = ran.value
+        if result["status"] == Status.INFRA_ERROR.value:  # a remote runner could not reach its device
+            return Record(status=Status.INFRA_ERROR, error=result.get("error", "")[:4000], **base), "run"
         if result["status"] != "ok":
-            return Record(status=Status(result["status"]), error=result.get("error", ""), **base)
+            return Record(status=Status(result["status"]), error=result.get("error", ""), **base), None
         median, cv = summarize_samples(result["samples"])
         state = tuple(sorted((str(k), float(v)) for k, v in result.get("device_state", {}).items()))
         return Record(status=Status.OK, latency_s=median, latency_cv=cv, samples=tuple(result["samples"]),
-                      number=result["number"], gflops=space.workload.gflops(median), device_state=state, **base)
+                      number=result["number"], gflops=space.workload.gflops(median),
+                      timing=result.get("timing", "full"), contention=result.get("contention"),
+                      dropped=result.get("dropped", 0), device_state=state, **base), None
+
+
+def _gist(error: str, limit: int = 300) -> str:
+    """The first and the last line of an error (a crash report's log tail ends with its cause)."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    gist = lines[0][:limit] if len(lines) == 1 else f"{lines[0][:limit]} ... {lines[-1][:limit]}"
+    return gist
+
+
+def _start_quietly(process) -> None:
+    """Start a worker or runner; if it cannot start now, its first call reports that (``infra``)."""
+    try:
+        process.start()
+    except OSError as exc:
+        log.warning("could not start %s: %s", getattr(process, "name", type(process).__name__), exc)

@@ -15,11 +15,27 @@
 4. **Stability.** While the samples' robust spread (1.4826 * median absolute
    deviation / median, which a single interrupted sample does not inflate)
    exceeds ``target_spread``, another round is taken, as long as the sampling
-   time stays within ``max_timing_ms`` (and the samples within
-   ``max_total_samples``, when set: a GPU kernel's one-call samples of a few
+   time stays within ``max_timing_ms`` (and the samples, busy rounds' included,
+   within ``max_total_samples``, when set: a GPU kernel's one-call samples of a few
    microseconds would otherwise need thousands to fill it).
 5. **Summary.** The latency is the median of all samples; the coefficient of
    variation and the samples themselves are recorded with it.
+
+Two additions make the protocol cheaper and more honest:
+
+* **Contention** (:mod:`.contention`). Every round is bracketed by readings of
+  the scheduler's accounts; a round in which the timing process lost more than
+  ``busy_share`` of its cores' time to other processes (run-queue wait, or the
+  hypervisor's steal) is set aside and taken again, for up to ``busy_retime_ms``
+  more. The result carries the contention share of the rounds it kept and how
+  many samples it set aside; if every round was busy, it keeps them and says so
+  (its share is above ``busy_share``): such a latency is what a busy machine gave.
+* **Short timing.** When the caller knows the fastest latency measured so far
+  for the same workload (the *incumbent*) and the kernel's first call already
+  took ``short_factor`` times that, one more sample is taken; if it confirms
+  the kernel is that slow, the timing stops there and is marked ``short``
+  (the latency is that sample: what was measured, in less time). A slow kernel
+  on BERT M3 costs a few calls instead of a full round.
 
 Kernels use every core of the target (``TVM_NUM_THREADS``), as the vendor
 libraries they are compared with do. On a 2-vCPU virtual machine two-thread
@@ -38,12 +54,38 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
-
+from .contention import BUSY_SHARE, ContentionProbe, is_busy
 
 _process_warmed_up = False  # has this process timed anything yet? (step 1's process warm-up)
+
+
+FULL = "full"
+SHORT = "short"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What :meth:`TimingProtocol.run` measured.
+
+    ``samples`` are seconds per call, ``number`` calls each. ``contention`` is the
+    largest contention share among the rounds the samples come from (None: this
+    machine cannot tell); ``dropped`` counts samples set aside because their round
+    was busy; ``mode`` is ``"full"`` or ``"short"`` (see the module docs).
+    """
+
+    samples: list[float]
+    number: int
+    contention: float | None = None
+    dropped: int = 0
+    mode: str = FULL
+    round_shares: list[float] = field(default_factory=list)  # every round's share, kept or not
+
+    @property
+    def busy(self) -> bool:
+        return is_busy(self.contention)
 
 
 @dataclass(frozen=True)
@@ -57,6 +99,9 @@ class TimingProtocol:
     target_spread: float = 0.02
     max_timing_ms: float = 300.0
     rtol: float = 1e-3  # max |out - ref| / max |ref| allowed by the correctness check
+    busy_share: float = BUSY_SHARE  # rounds above this contention share are taken again
+    busy_retime_ms: float = 200.0  # sampling time allowed for rounds taken again (contention that lasts is flagged)
+    short_factor: float = 3.0  # first call this many times slower than the incumbent: short timing (0: never)
     max_total_samples: int | None = None  # also stop extending past this many samples (one-call GPU samples)
 
     def __post_init__(self) -> None:
@@ -81,30 +126,67 @@ class TimingProtocol:
             if time.perf_counter() >= deadline:
                 return last
 
-    def run(self, first_call_s: float,
-            time_samples: Callable[[int, int], list[float]]) -> tuple[list[float], int]:
-        """Apply steps 1-5 after the first call; returns (samples in seconds per call, calls per sample).
+    def run(self, first_call_s: float, time_samples: Callable[[int, int], list[float]], *,
+            incumbent_s: float | None = None, probe: ContentionProbe | None = None) -> Timing:
+        """Apply steps 1-5 after the first call (see the module docs).
 
         ``first_call_s`` is the duration of the first (warm-up/check) call;
-        ``time_samples(number, repeat)`` returns ``repeat`` samples of ``number`` calls each.
+        ``time_samples(number, repeat)`` returns ``repeat`` samples of ``number`` calls each;
+        ``incumbent_s`` is the fastest latency known for the workload (enables short timing).
         """
+        probe = probe or ContentionProbe()
+        shares: list[float] = []
+
+        def rounds(number: int, repeat: int) -> tuple[list[float], float | None]:
+            before = probe.snapshot()
+            new = time_samples(number, repeat)
+            share = probe.share(before, probe.snapshot())
+            if share is not None:
+                shares.append(share)
+            return new, share
+
         single = max(first_call_s, 1e-9)
+        if self.short_factor and incumbent_s and single > self.short_factor * incumbent_s:
+            number = max(1, math.ceil(self.min_repeat_ms / 1e3 / single))
+            sample, share = rounds(number, 1)
+            if sample[0] > self.short_factor * incumbent_s:
+                return Timing(sample, number, share, 0, SHORT, shares)
+            single = sample[0]  # the first call misled (cold caches): time it in full
         if self.warmup_ms > single * 1e3:
             single = max(time_samples(math.ceil(self.warmup_ms / 1e3 / single), 1)[0], 1e-9)
         number = max(1, math.ceil(self.min_repeat_ms / 1e3 / single))
         sample_s = number * single
         repeat = min(self.max_samples, max(self.min_samples, round(self.round_ms / 1e3 / sample_s)))
         samples: list[float] = []
-        spent = 0.0
+        busy_samples: list[float] = []
+        clean_shares: list[float] = []  # of the rounds in ``samples``
+        spent = busy_spent = 0.0
         while True:
-            samples += time_samples(number, repeat)
-            spent += repeat * sample_s
-            stable = robust_spread(samples) <= self.target_spread
-            too_many = self.max_total_samples is not None and len(samples) + repeat > self.max_total_samples
-            if stable or too_many or (spent + repeat * sample_s) * 1e3 > self.max_timing_ms:
-                return samples, number
+            new, share = rounds(number, repeat)
+            # Another round would take more samples than allowed (kept and set aside alike)?
+            full = (self.max_total_samples is not None
+                    and len(samples) + len(busy_samples) + len(new) + repeat > self.max_total_samples)
+            if is_busy(share, self.busy_share):
+                busy_samples += new
+                busy_spent += repeat * sample_s
+                if not full and (busy_spent + repeat * sample_s) * 1e3 <= self.busy_retime_ms:
+                    continue  # take the round again
+                spent += repeat * sample_s  # out of time for taking rounds again
+            else:
+                samples += new
+                if share is not None:
+                    clean_shares.append(share)
+                spent += repeat * sample_s
+            stable = len(samples) >= self.min_samples and robust_spread(samples) <= self.target_spread
+            if stable or full or (spent + repeat * sample_s) * 1e3 > self.max_timing_ms:
+                break
+        if len(samples) >= self.min_samples:
+            contention = max(clean_shares) if clean_shares else None
+            return Timing(samples, number, contention, len(busy_samples), FULL, shares)
+        # The machine stayed busy: report every sample it gave, flagged by the largest share.
+        return Timing(samples + busy_samples, number, max(shares) if shares else None, 0, FULL, shares)
 
-    def time_callable(self, fn: Callable[[], object]) -> tuple[list[float], int]:
+    def time_callable(self, fn: Callable[[], object], *, incumbent_s: float | None = None) -> Timing:
         """Time a Python callable (a vendor library call) with this protocol."""
 
         def samples(number: int, repeat: int) -> list[float]:
@@ -116,7 +198,7 @@ class TimingProtocol:
                 out.append((time.perf_counter() - t0) / number)
             return out
 
-        return self.run(self.first_call(fn), samples)
+        return self.run(self.first_call(fn), samples, incumbent_s=incumbent_s)
 
 
 def robust_spread(samples: list[float]) -> float:

@@ -6,20 +6,24 @@ builder pool (with the runner's ``build_task``), then hands each built artifact
 cubin or a CUTLASS library) to its :class:`Runner`, one at a time. A runner answers with
 an :class:`~tensorgym.measure.worker.Outcome`, never an exception: ``ok`` with
 the check-and-time result (``{"status": "ok", "samples": [...], "number": n}``,
-or ``{"status": "wrong_result", ...}``), or ``crash`` / ``timeout`` / ``error``
-when the kernel took its process down, hung, or could not be loaded.
+or ``{"status": "wrong_result", ...}``), ``crash`` / ``timeout`` / ``error``
+when its process died, did not answer in time, or the kernel raised, and
+``infra`` when the machine failed (:mod:`.faults` says how a crash or a
+timeout is told apart as the kernel's or the machine's).
 
 Every runner checks and times the same way: on the device side it calls
 :func:`tensorgym.measure.tasks.check_and_time` with its own TVM device and
-the runner's :class:`~tensorgym.measure.TimingProtocol`. Runners differ only in
-where that happens:
+the runner's :class:`~tensorgym.measure.TimingProtocol` (the CUDA runner, which
+launches cubins through the CUDA driver rather than TVM's runtime, applies the
+same check and protocol in :func:`tensorgym.measure.cuda_tasks.run_cuda`).
+Runners differ only in where that happens:
 
 * :class:`LocalRunner`: a long-lived child process on this machine (the default for CPUs);
+* :class:`~tensorgym.measure.rpc.RPCRunner`: a device on another machine, through
+  TVM RPC; :func:`tensorgym.measure.measurer.runner_for` picks it for a remote target;
 * :class:`CudaRunner`: a long-lived child process holding a CUDA context on this
   machine's GPU (the default for CUDA targets); it checks and times with
-  :func:`tensorgym.measure.cuda_tasks.run_cuda` (CUDA events, L2 flushed between samples);
-* a TVM RPC runner (remote devices) plugs in here too, without touching spaces,
-  environments or agents.
+  :func:`tensorgym.measure.cuda_tasks.run_cuda` (CUDA events, L2 flushed between samples).
 """
 
 from __future__ import annotations
@@ -42,8 +46,12 @@ class Runner(ABC):
     Attributes:
         target: the device kernels run on; the records' fingerprint is its fingerprint.
         protocol: how every kernel is timed.
+        reports_phases: whether :meth:`run`'s outcomes carry the phase the device side reached
+            (``"kernel"`` once the kernel runs; see :mod:`.faults`). Without it, a crash or a
+            timeout is blamed on the kernel, as there is no telling.
     """
 
+    reports_phases: bool = False
     # The builder-pool function that makes this runner's artifacts (a shared library for LocalRunner).
     build_task = f"{_TASKS}:build"
 
@@ -53,8 +61,12 @@ class Runner(ABC):
 
     @abstractmethod
     def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
-            fault: str | None = None) -> Outcome:
-        """Load ``artifact`` (the built kernel of ``config``), check it if ``check``, and time it."""
+            fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
+        """Load ``artifact`` (the built kernel of ``config``), check it if ``check``, and time it.
+
+        ``incumbent_s`` is the fastest latency known for the workload, passed on to
+        :func:`~tensorgym.measure.tasks.check_and_time` (a much slower kernel is timed short).
+        """
 
     def start(self) -> None:  # noqa: B027 - a runner without set-up needs none
         """Get ready to run (start processes, open sessions); called before each batch's builds."""
@@ -81,31 +93,29 @@ GPU_TIMING = TimingProtocol(warmup_ms=20.0, process_warmup_ms=300.0, min_repeat_
                             max_total_samples=200)
 
 
-def default_runner(target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None) -> "Runner":
-    """The runner for ``target`` on this machine: a :class:`CudaRunner` for CUDA, else a :class:`LocalRunner`."""
-    if target.kind == "cuda":
-        return CudaRunner(target, work_dir, protocol)
-    return LocalRunner(target, work_dir, protocol)
-
-
 class LocalRunner(Runner):
     """One long-lived child process on this machine that runs every core (``TVM_NUM_THREADS``).
 
     A kernel that kills the process (a segfault) costs a ``crash`` outcome and a
     restart; one that outlives ``timeout`` has its process killed (``timeout``).
+    The child reports when the kernel starts, so outcomes carry the phase.
     """
+
+    reports_phases = True
 
     def __init__(self, target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None):
         super().__init__(target, protocol)
-        self._worker = Worker("runner", work_dir, env={"TVM_NUM_THREADS": str(target.num_cores)})
+        # The child reports when it has started, so that its start-up (after a restart) is not
+        # charged to the kernel it then runs.
+        self._worker = Worker("runner", work_dir, env={"TVM_NUM_THREADS": str(target.num_cores)}, report_ready=True)
 
     def start(self) -> None:
         self._worker.start()
 
     def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
-            fault: str | None = None) -> Outcome:
+            fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
         return self._worker.call(f"{_TASKS}:run_local", space, config, artifact, check=check,
-                                 protocol=self.protocol, fault=fault, timeout=timeout)
+                                 protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, timeout=timeout)
 
     def close(self) -> None:
         self._worker.close()
@@ -121,16 +131,18 @@ class CudaRunner(Runner):
     It runs nvcc-built cubins and CUTLASS libraries, checks them against NumPy and times them
     with CUDA events (default protocol :data:`GPU_TIMING`). A kernel that faults takes the
     CUDA context with it: the process is replaced (a restart) and the record is a
-    ``runtime_error``. The process imports no TVM.
+    ``runtime_error``. The process imports no TVM. Like the local runner, the child reports
+    when it is ready and when the kernel starts, so outcomes carry the phase.
     """
 
     build_task = "tensorgym.measure.cuda_tasks:build"  # cubins and CUTLASS libraries, with their manifests
+    reports_phases = True
 
     def __init__(self, target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None):
         if target.kind != "cuda":
             raise ValueError(f"the CUDA runner times CUDA targets, not {target.label}")
         super().__init__(target, protocol or GPU_TIMING)
-        self._worker = Worker("cuda-runner", work_dir, preload=("tensorgym.measure.cuda_tasks",))
+        self._worker = Worker("cuda-runner", work_dir, preload=("tensorgym.measure.cuda_tasks",), report_ready=True)
         self._lost_contexts = 0
         self._checked = False
 
@@ -155,9 +167,9 @@ class CudaRunner(Runner):
                               f"target describes; measure with target='cuda'")
 
     def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
-            fault: str | None = None) -> Outcome:
+            fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
         outcome = self._worker.call("tensorgym.measure.cuda_tasks:run_cuda", space, config, artifact, check=check,
-                                    protocol=self.protocol, fault=fault, timeout=timeout)
+                                    protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, timeout=timeout)
         if outcome.kind == "error" and "GpuContextLost" in outcome.error:
             self._worker.close()  # the next kernel gets a fresh process and context
             self._lost_contexts += 1

@@ -10,10 +10,12 @@ They only return plain data; failures are raised and become records upstream.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from functools import lru_cache
@@ -26,10 +28,17 @@ from ..config import Config
 from ..spaces.base import Space
 from ..target import Target
 from ..workloads import Workload
+from .faults import InfrastructureFault, infrastructure_cause, low_disk
 from .protocol import TimingProtocol
+from .worker import mark
 
-# Test hook: what the runner does to a config's kernel instead of running it normally.
-FAULTS = ("crash", "hang")
+# Test hooks: what happens to a config's kernel instead of its normal measurement. In the runner:
+# "crash" (the kernel segfaults), "hang" (it never returns), "kill" (the runner is killed from outside
+# while the kernel runs, as the OOM killer would); in the builder: "nospace" (the disk fills up).
+# A fault "X-once" is X on the first attempt only (see Measurer).
+RUN_FAULTS = ("crash", "hang", "kill")
+BUILD_FAULTS = ("nospace",)
+FAULTS = RUN_FAULTS + BUILD_FAULTS
 
 
 @lru_cache(maxsize=4)
@@ -37,10 +46,22 @@ def _tvm_target(target):
     return target.tvm_target()
 
 
-def build(space: Space, config: Config, out_dir: str) -> dict[str, Any]:
-    """Apply ``config``, compile it, and link it as ``out_dir/<uuid>.so``."""
+def build(space: Space, config: Config, out_dir: str, fault: str | None = None) -> dict[str, Any]:
+    """Apply ``config``, compile it, and link it as ``out_dir/<uuid>.so``.
+
+    A failure while the output or temporary directory is (almost) full is raised as an
+    :class:`~.faults.InfrastructureFault`: the compiler's error is then not the schedule's fault.
+    """
     t0 = time.perf_counter()
-    path = compile_library(space.apply(config), space.target, out_dir)
+    try:
+        if fault == "nospace":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), out_dir)
+        path = compile_library(space.apply(config), space.target, out_dir)
+    except Exception as exc:
+        cause = infrastructure_cause(exc) or low_disk(out_dir, tempfile.gettempdir())
+        if cause:
+            raise InfrastructureFault(f"{cause}: {type(exc).__name__}: {str(exc)[:1500]}") from exc
+        raise
     return {"path": path, "seconds": time.perf_counter() - t0}
 
 
@@ -96,49 +117,70 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(out.astype(np.float64) - ref))) / scale
 
 
+def poisoned_like(array: np.ndarray) -> np.ndarray:
+    """An array of ``array``'s shape and type that no correct output equals: NaN, or the integer minimum."""
+    if np.issubdtype(array.dtype, np.integer):
+        return np.full_like(array, np.iinfo(array.dtype).min)
+    return np.full_like(array, np.nan)
+
+
 def run_local(space: Space, config: Config, path: str, *, check: bool, protocol: TimingProtocol,
-              fault: str | None = None) -> dict[str, Any]:
-    """The local runner: load the library at ``path`` on this machine's CPU, then :func:`check_and_time`."""
-    import tvm
+              fault: str | None = None, incumbent_s: float | None = None) -> dict[str, Any]:
+    """The local runner: load the library at ``path`` on this machine's CPU, then :func:`check_and_time`.
 
-    try:
-        module = tvm.runtime.load_module(path)
-    finally:
-        Path(path).unlink(missing_ok=True)
-    return check_and_time(module, tvm.cpu(0), space, config, check=check, protocol=protocol, fault=fault)
-
-
-def check_and_time(module, device, space: Space, config: Config, *, check: bool, protocol: TimingProtocol,
-                   fault: str | None = None) -> dict[str, Any]:
-    """Run a loaded kernel on a TVM ``device``: first call, NumPy check (if ``check``), then the protocol.
-
-    Shared by every runner, so every kernel is checked and timed the same way
-    wherever it runs. Returns ``{"status": "ok", "samples": [...], "number": n}``
-    or ``{"status": "wrong_result", "error": ...}``.
+    The library is left in place (the measurer removes it once the kernel has its record, so that a
+    measurement the machine interrupted can be repeated).
     """
     import tvm
 
+    module = tvm.runtime.load_module(path)
+    return check_and_time(module, tvm.cpu(0), space, config, check=check, protocol=protocol, fault=fault,
+                          incumbent_s=incumbent_s)
+
+
+def check_and_time(module, device, space: Space, config: Config, *, check: bool, protocol: TimingProtocol,
+                   fault: str | None = None, incumbent_s: float | None = None,
+                   fresh_process: bool = False) -> dict[str, Any]:
+    """Run a loaded kernel on a TVM ``device``: first call, NumPy check (if ``check``), then the protocol.
+
+    Shared by every runner, so every kernel is checked and timed the same way
+    wherever it runs. ``incumbent_s``, the fastest latency known for the workload,
+    lets the protocol time a much slower kernel short. ``fresh_process``: the device
+    runs the kernel in a process that has timed nothing yet (an RPC session), so it
+    gets the process warm-up whatever this process timed before. Returns
+    ``{"status": "ok", "samples": [...], "number": n, "contention": share, "dropped": n,
+    "timing": "full" | "short"}`` or ``{"status": "wrong_result", "error": ...}``.
+    """
+    import tvm
+
+    space.prepare_runtime()
     inputs, reference = reference_data(space.workload)
     arrays = space.kernel_arguments(config, inputs)
     if check:
-        arrays[-1] = np.full_like(arrays[-1], np.nan)  # outputs the kernel forgets to write then fail
+        arrays[-1] = poisoned_like(arrays[-1])  # outputs the kernel forgets to write then fail
     args = [tvm.runtime.tensor(a, device) for a in arrays]
 
+    mark("kernel")  # from here on, a fault signal is the kernel's (see .faults)
     if fault == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
+    elif fault == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
     elif fault == "hang":
         while True:
             time.sleep(3600)
 
-    first_call_s = protocol.first_call(lambda: module["main"](*args))  # warm-up, and the checked call
+    # warm-up, and the checked call
+    first_call_s = protocol.first_call(lambda: module["main"](*args), force=fresh_process)
     if check:
         out = space.canonical_output(config, [a.numpy() for a in args])
         err = relative_error(out, reference)
-        if not err <= protocol.rtol:
-            return {"status": "wrong_result", "error": f"max relative error {err:.3g} > {protocol.rtol:g}"}
+        tolerance = space.workload.tolerance(protocol.rtol)
+        if not err <= tolerance:
+            return {"status": "wrong_result", "error": f"max relative error {err:.3g} > {tolerance:g}"}
 
-    samples, number = protocol.run(first_call_s, main_sampler(module, device, args))
-    return {"status": "ok", "samples": samples, "number": number}
+    timing = protocol.run(first_call_s, main_sampler(module, device, args), incumbent_s=incumbent_s)
+    return {"status": "ok", "samples": timing.samples, "number": timing.number, "contention": timing.contention,
+            "dropped": timing.dropped, "timing": timing.mode}
 
 
 def main_sampler(module, device, args: list) -> Callable[[int, int], list[float]]:

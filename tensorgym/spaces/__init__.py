@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..config import Config, ConfigError
 from .base import Space, SpaceError
+from .mapping import MappingSpace
 from .tiles import TilesSpace
 
-__all__ = ["Config", "ConfigError", "Space", "SpaceError", "TilesSpace"]
+__all__ = ["Config", "ConfigError", "MappingSpace", "Space", "SpaceError", "TilesSpace"]

@@ -14,9 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import generator, integer
 from ..config import Config, ConfigError
 from ..target import Target
 from ..workloads import Workload
+
+MAX_SAMPLES = 1 << 16  # configs one sample_many call may ask for
+MAX_HOPS = 4  # coordinate moves one neighbours() call may combine (the neighbourhood grows as C(m, hops) 2^hops)
 
 
 class SpaceError(ConfigError):
@@ -28,9 +32,18 @@ class Space(ABC):
 
     Subclasses declare ``name`` and implement the abstract methods. They must be
     picklable: build workers receive ``(space, config)`` and call :meth:`apply`.
+
+    Every method that takes a config raises :class:`SpaceError` (a ``ValueError``)
+    saying what is wrong when the config is not a :class:`Config` of this space
+    (:meth:`parse` makes one from a dict or JSON text); samplers take a
+    ``numpy.random.Generator`` and raise ``InvalidTypeError`` for anything else.
     """
 
     name: str = ""
+    supported_dtypes: tuple[str, ...] = ("float32",)  # the workload dtypes the space can schedule
+    # Whether the space's kernels accumulate on tensor cores, which truncate their sums (and run float32 as
+    # tf32): their correctness check is the timing protocol's rtol (see Workload.tolerance).
+    tensor_cores: bool = False
     feature_names: tuple[str, ...] = ()  # what :meth:`features` returns, in order
     generic_feature_names: tuple[str, ...] = ()  # what :meth:`generic_features` returns, in order
 
@@ -51,7 +64,7 @@ class Space(ABC):
 
     @abstractmethod
     def neighbours(self, config: Config, hops: int = 1) -> list[Config]:
-        """Valid configs that differ from ``config`` by exactly ``hops`` coordinate moves."""
+        """Valid configs that differ from ``config`` by exactly ``hops`` (1 to :data:`MAX_HOPS`) coordinate moves."""
 
     @abstractmethod
     def encode(self, config: Config) -> np.ndarray:
@@ -101,12 +114,13 @@ class Space(ABC):
 
     def candidate_of(self, config: Config) -> int:
         """The index (into :attr:`candidates`) of the candidate ``config`` belongs to."""
+        self.check(config)
         return 0
 
     def restricted(self, candidate: int) -> "Space":
         """The space of one candidate's configs: the same ``name``, and its configs are configs of this
         space, so their records are shared (a space without candidates is its own only candidate)."""
-        if candidate != 0:
+        if not isinstance(candidate, (int, np.integer)) or isinstance(candidate, bool) or candidate != 0:
             raise SpaceError(f"the {self.name!r} space has one candidate (0), not {candidate!r}")
         return self
 
@@ -131,17 +145,22 @@ class Space(ABC):
 
     def sample_many(self, rng: np.random.Generator, n: int, exclude: "set[Config] | None" = None,
                     max_tries: int | None = None) -> list[Config]:
-        """Up to ``n`` distinct random configs not in ``exclude`` (fewer if the space runs dry)."""
+        """Up to ``n`` (at most :data:`MAX_SAMPLES`) distinct random configs not in ``exclude``
+        (fewer if the space runs dry: after 1000 draws in a row that found nothing new)."""
+        generator("rng", rng)
+        n = integer("n", n, minimum=0, maximum=MAX_SAMPLES)
         seen = set(exclude or ())
         out: list[Config] = []
-        tries = 0
+        tries = since_new = 0
         limit = max_tries if max_tries is not None else 50 * n + 100
-        while len(out) < n and tries < limit:
+        while len(out) < n and tries < limit and since_new < 1000:
             tries += 1
+            since_new += 1
             config = self.sample(rng)
             if config not in seen:
                 seen.add(config)
                 out.append(config)
+                since_new = 0
         return out
 
     def kernel_arguments(self, config: Config, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -150,17 +169,27 @@ class Space(ABC):
         Spaces whose kernels expect pre-packed layouts override this and
         :meth:`canonical_output`; the runner calls them, outside the timed region.
         """
-        return [*inputs, np.zeros(self.workload.output_shape, dtype=self.workload.out_dtype)]
+        self.check(config)
+        return [*inputs, np.zeros(self.workload.output_shape, dtype=self.workload.output_dtype)]
+
+    def prepare_runtime(self) -> None:  # noqa: B027 - most spaces need nothing
+        """Prepare the process that runs this space's kernels (e.g. ask the OS for AMX tile state).
+
+        Runners call it before every kernel of the space, in the process that runs it; it must be cheap
+        when already done.
+        """
 
     def canonical_output(self, config: Config, arguments: Sequence[np.ndarray]) -> np.ndarray:
         """The workload's output, in its canonical layout, from the kernel's arguments."""
         return arguments[-1]
 
     def describe(self, config: Config) -> str:
+        self.check(config)
         return config.key
 
     def info(self, config: Config) -> dict[str, Any]:
         """Extra facts about a config for ``info`` dicts (e.g. layout assumptions)."""
+        self.check(config)
         return {}
 
     def __repr__(self) -> str:

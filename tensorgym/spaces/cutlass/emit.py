@@ -233,7 +233,7 @@ def include_dirs() -> tuple[str, ...]:
 def _library_types(dtype: str):
     from cutlass_library.library import DataType
 
-    return {"float16": DataType.f16, "bfloat16": DataType.bf16, "float32": DataType.f32}[dtype]
+    return {"float16": DataType.f16, "bf16": DataType.bf16, "float32": DataType.f32}[dtype]
 
 
 def _codes(epilogue: int) -> dict[str, int]:

@@ -81,6 +81,8 @@ class CutlassSpace(Space):
     """
 
     name = "cutlass"
+    supported_dtypes = ("float16", "bf16", "float32")
+    tensor_cores = True
     feature_names = CUTLASS_FEATURE_NAMES
     generic_feature_names = GENERIC_FEATURE_NAMES
 
@@ -92,8 +94,12 @@ class CutlassSpace(Space):
                              f"(target='cuda', or tensorgym.target.cuda_target('h100') to generate code only)")
         if not isinstance(workload, (Matmul, Conv2d)):
             raise SpaceError(f"the cutlass space tunes matmuls and conv2ds, not {workload.op}")
-        if workload.dtype not in ("float16", "bfloat16", "float32"):
-            raise SpaceError(f"the cutlass space has no {workload.dtype} kernels")
+        if workload.dtype not in self.supported_dtypes:
+            raise SpaceError(f"the cutlass space has no {workload.dtype} kernels "
+                             f"(its dtypes: {', '.join(self.supported_dtypes)})")
+        if isinstance(workload, Conv2d) and workload.layout != "NCHW":
+            raise SpaceError(f"the cutlass space takes NCHW conv2d workloads (it repacks them to CUTLASS's NHWC "
+                             f"itself); {workload.label} is {workload.layout}")
         if target.device.compute_capability < (7, 5):
             raise SpaceError(f"the cutlass space needs tensor cores (sm_75 or later), not {target.device.arch}")
         if epilogue not in EPILOGUES:
@@ -271,10 +277,10 @@ class CutlassSpace(Space):
         if isinstance(wl, Conv2d):
             data, weights = inputs
             arrays = [np.ascontiguousarray(x.transpose(0, 2, 3, 1)) for x in (data, weights)]  # NHWC, KRSC
-            output = np.zeros((wl.N, wl.OH, wl.OW, wl.F), dtype=wl.out_dtype)
+            output = np.zeros((wl.N, wl.OH, wl.OW, wl.F), dtype=wl.output_dtype)
         else:
             arrays = [np.ascontiguousarray(a) for a in inputs]
-            output = np.zeros(wl.output_shape, dtype=wl.out_dtype)
+            output = np.zeros(wl.output_shape, dtype=wl.output_dtype)
         if config["epilogue"] != emit.EPILOGUE_NONE:
             arrays.append(self.bias())
         return [*arrays, output]

@@ -33,7 +33,7 @@ FAMILY_3X = 90
 KERNEL_SCHEDULES = ("ScheduleAuto", "TmaWarpSpecialized", "TmaWarpSpecializedPingpong",
                     "TmaWarpSpecializedCooperative")
 EPILOGUE_SCHEDULES = ("ScheduleAuto", "NoSmemWarpSpecialized", "TmaWarpSpecialized", "TmaWarpSpecializedCooperative")
-_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+_BYTES = {"float16": 2, "bf16": 2, "float32": 4}
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def candidate_tiles(op: str, dtype: str, compute_capability: tuple[int, int],
     """
     cc = 10 * compute_capability[0] + compute_capability[1]
     tiles = [t for t in _tiles_2x(dtype) if t.min_cc <= cc and t.shared_bytes(dtype) <= shared_memory_per_block]
-    if op == "matmul" and cc == 90 and dtype in ("float16", "bfloat16"):
+    if op == "matmul" and cc == 90 and dtype in ("float16", "bf16"):
         tiles += _tiles_3x(dtype)
     return tuple(tiles)
 
@@ -121,7 +121,7 @@ SM75_TILES = (
     ((64, 128, 32), 2, (2, 2, 1)), ((128, 64, 32), 2, (2, 2, 1)), ((64, 64, 32), 2, (2, 2, 1)),
     ((64, 128, 64), 2, (1, 2, 2)),
 )
-_ALIGNMENTS = {"sm75": (8, 4, 2, 1), "float16": (8, 4, 2), "bfloat16": (8, 4, 2), "float32": (4, 2, 1)}
+_ALIGNMENTS = {"sm75": (8, 4, 2, 1), "float16": (8, 4, 2), "bf16": (8, 4, 2), "float32": (4, 2, 1)}
 
 
 def _tiles_2x(dtype: str) -> tuple[CutlassTile, ...]:
@@ -142,7 +142,7 @@ def _operations_3x(dtype: str) -> dict[tuple[int, ...], object]:
     from cutlass_library import generator, manifest
     from cutlass_library.library import DataType, LayoutType, TileSchedulerType
 
-    element = {"float16": DataType.f16, "bfloat16": DataType.bf16}[dtype]
+    element = {"float16": DataType.f16, "bf16": DataType.bf16}[dtype]
     args = generator.define_parser().parse_args(
         ["--operations", "gemm", "--architectures", "90a", "--kernels", "all", "--cuda-version", "13.0"])
     ops = manifest.Manifest(args)

@@ -49,7 +49,7 @@ from .catalogue import (
     DEFAULT_THRESHOLD, Catalogue, CatalogueEntry, EnumerationRules, Microkernel, catalogue_path,
     enumerate_microkernels,
 )
-from .codegen import REPEAT, Plan, build_prim_func, pack_conv2d, unpack_conv2d, vector_blocks
+from .codegen import ALL_PACKED, REPEAT, Plan, build_prim_func, pack_conv2d, unpack_conv2d, vector_blocks
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class MicrokernelBenchmark(_MeasurementOnly):
         sizes = (("f", mk.vec), ("y", mk.h), ("x", mk.w), ("rc", mk.c), ("ry", mk.r), ("rx", mk.s))
         stack = (("n", cores), (REPEAT, repeats)) if repeats > 1 else (("n", cores),)
         return Plan("conv2d", sizes, None, BENCH_REUSE, stack, (0, 1) if cores > 1 else (0, 0), lanes,
-                    prepacked=True)
+                    packing=ALL_PACKED)
 
     def apply(self, config: Config):
         import tvm
@@ -371,13 +371,25 @@ def _measure_all(target: Target, candidates: Sequence[Microkernel], protocol: Ti
                 bar.close()
 
 
-def _peak(measurer: Measurer, target: Target) -> float:
-    """The FMA peak kernel measured once more (checked every time: it is cheap)."""
+def _peak(measurer: Measurer, target: Target, tries: int = 3) -> float:
+    """The FMA peak kernel measured once more (checked every time: it is cheap).
+
+    A measurement the measurer knows was taken while other processes took the
+    cores (``Record.busy``) is taken again, up to ``tries`` times in all: a peak
+    measured on a busy machine under-rates every microkernel compared with it.
+    """
     space = PeakKernel(target)
-    record = measurer.measure(space, [Config({})])[0]
-    if not record.ok:
-        raise RuntimeError(f"measuring the FMA peak failed ({record.status}): {record.error[:800]}")
-    return float(record.gflops)
+    best = None
+    for _ in range(tries):
+        record = measurer.measure(space, [Config({})], check=best is None)[0]
+        if not record.ok:
+            raise RuntimeError(f"measuring the FMA peak failed ({record.status}): {record.error[:800]}")
+        best = record if best is None or record.gflops > best.gflops else best
+        if not record.busy:
+            return float(record.gflops)
+    log.warning("the FMA peak was measured while other processes took %.0f %% of the cores: %.1f GFLOP/s "
+                "under-rates this machine; calibrate on a quiet machine", 100 * (best.contention or 0), best.gflops)
+    return float(best.gflops)
 
 
 def _measure_batch(measurer: Measurer, candidates: Sequence[Microkernel], spaces, configs, chunk: int, on_entry):

@@ -25,13 +25,36 @@ Layouts (k vectorised, seed 003 B.1):
 
 * conv2d: input ``Ip[n][h][w][c]`` (NHWC, zero-padded; see :func:`channel_stride`), weights
   ``Kp[k/V][r][s][c][V]`` (the reuse loop on c reads consecutive vectors),
-  output ``Op[n][k/V][h][w][V]`` (NCHWc); the canonical NCHW/OIHW tensors are
-  packed and the output unpacked inside the kernel unless ``prepacked``;
+  output ``Op[n][k/V][h][w][V]`` (NCHWc). What the kernel packs itself depends
+  on the workload's layout and the plan's ``packing``: an NHWC input without
+  padding is read in place, an NHWC (with ``F % V == 0``) or NCHWc (with
+  ``V == 16``) output is written in place, NCHW tensors are packed and unpacked;
+  weights are packed in the kernel (``in-kernel``) or received packed
+  (``weights``: a pre-pass packs them once, :func:`pack_conv2d_weights`);
+  ``all`` receives and returns every tensor in the kernel's layouts;
 * matmul: ``A[i][k]`` as given (broadcast along k), ``Bp[j/V][k][V]``, ``C[i][j]``
   written directly when ``N % V == 0`` (padded ``Cp[i][Np]`` otherwise).
 
 Output channels (conv) or columns (matmul) that are not a multiple of the
 vector width are zero-padded up to one (seed 003 does the same for Yolo9000-23).
+
+Where a whole kernel loses the peak its microkernel reaches alone (calibration
+times the microkernel on hot, pre-packed data), as ``bench/kernel_anatomy.py``
+shows without timing anything:
+
+* not in the microkernel's code: the hottest loop of the 28-accumulator
+  ``vec2 h1 w14`` microkernel on ResNet-50 R5 is 28 FMAs, 14 broadcasts, 2
+  weight loads and 5 loop instructions, with no spill; two FMA pipes need 14
+  cycles for it, and its loads and instructions fit beside them;
+* in the packing the kernel does itself: with NCHW tensors packed in the
+  kernel, R5 moves 2.84 MB per call through its packing stages, twice the
+  1.39 MB the convolution itself must read and write, in 3 more parallel
+  regions (launches and barriers of the thread pool). The weights pre-pass
+  leaves 1.67 MB, and an NHWC or NCHWc layer with the weights pre-pass 0.86 MB
+  (the zero-padded input copy) in one more region; everything pre-packed, none;
+* what remains: input and weights stream from L2 for every microkernel call
+  (in calibration they stay in L1), and the reduction tile loops above the
+  reuse loop load and store the accumulators once per trip.
 """
 
 from __future__ import annotations
@@ -42,9 +65,14 @@ from typing import Any
 
 import numpy as np
 
-from ...workloads import Conv2d, Matmul, Workload
+from ...workloads import CHANNEL_BLOCK, Conv2d, Matmul, Workload
 
 LAMBDA = "λ"  # the stack entry of a λ-sequence
+# What the kernel receives packed (the rest it packs itself, timed with it):
+IN_KERNEL = "in-kernel"  # nothing: it takes the workload's tensors and packs inside
+WEIGHTS_PACKED = "weights"  # the weights, packed once by a pre-pass (as frameworks do at load)
+ALL_PACKED = "all"  # input, weights and output in the kernel's own layouts
+PACKINGS = (IN_KERNEL, WEIGHTS_PACKED, ALL_PACKED)
 REPEAT = "repeat"  # a stack loop that repeats the same work (microkernel benchmarks only)
 
 # Roles of a workload's loops (seed 003, B.1 "Generalisation"): the vectorised
@@ -73,7 +101,12 @@ class Plan:
     stack: tuple[tuple[str, int], ...]
     parallel: tuple[int, int]
     lanes: int
-    prepacked: bool
+    packing: str = IN_KERNEL  # what the kernel packs itself (see PACKINGS)
+
+    @property
+    def prepacked(self) -> bool:
+        """Input, weights and output all in the kernel's layouts, packed outside."""
+        return self.packing == ALL_PACKED
 
     def size(self, dim: str) -> int:
         return dict(self.sizes).get(dim, 1)
@@ -117,18 +150,63 @@ def transpose_vectors(rows: list, lanes: int) -> list:
 
 def pack_conv2d(wl: Conv2d, lanes: int, data: np.ndarray, kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The packed conv input (NHWC, zero-padded by ``wl.padding``, see :func:`channel_stride`) and weights
-    (``[k/V][r][s][c][V]``, output channels zero-padded to whole vectors) from canonical NCHW/OIHW tensors."""
-    p, fv = wl.padding, vector_blocks(wl.F, lanes)
+    (``[k/V][r][s][c][V]``, output channels zero-padded to whole vectors) from tensors in ``wl``'s layout."""
+    data, kernel = wl.canonical_inputs(data, kernel)
+    p = wl.padding
     ip = np.zeros((wl.N, wl.H + 2 * p, wl.W + 2 * p, channel_stride(wl.C)), dtype="float32")
     ip[:, p:p + wl.H, p:p + wl.W, :wl.C] = data.transpose(0, 2, 3, 1)
+    return ip, _pack_weights(wl.canonical(), lanes, kernel)
+
+
+def _pack_weights(canonical: Conv2d, lanes: int, kernel: np.ndarray) -> np.ndarray:
+    wl, fv = canonical, vector_blocks(canonical.F, lanes)
     kp = np.zeros((fv * lanes, wl.C, wl.R, wl.S), dtype="float32")
     kp[:wl.F] = kernel
-    return ip, np.ascontiguousarray(kp.reshape(fv, lanes, wl.C, wl.R, wl.S).transpose(0, 3, 4, 2, 1))
+    return np.ascontiguousarray(kp.reshape(fv, lanes, wl.C, wl.R, wl.S).transpose(0, 3, 4, 2, 1))
+
+
+def pack_conv2d_weights(wl: Conv2d, lanes: int, kernel: np.ndarray) -> np.ndarray:
+    """The weights pre-pass: ``kernel`` (in ``wl``'s layout) as ``[k/V][r][s][c][V]``, computed once per
+    workload and cached (frameworks pack a layer's weights once, when the model is loaded)."""
+
+    def pack() -> np.ndarray:
+        dummy = np.zeros(wl.input_shapes[0], dtype="float32")
+        return _pack_weights(wl.canonical(), lanes, wl.canonical_inputs(dummy, kernel)[1])
+
+    return _packed_once((wl, lanes, kernel.shape, kernel.tobytes()), pack)
+
+
+def _packed_once(key, pack) -> np.ndarray:
+    """``pack()``, read-only, cached under ``key`` (the last layer only: a runner times one layer after another)."""
+    cached = _PACKED_WEIGHTS.get(key)
+    if cached is None:
+        cached = pack()
+        cached.setflags(write=False)
+        _PACKED_WEIGHTS.clear()
+        _PACKED_WEIGHTS[key] = cached
+    return cached
+
+
+_PACKED_WEIGHTS: dict = {}
+
+
+def pack_matmul_weights(wl: Matmul, lanes: int, b: np.ndarray) -> np.ndarray:
+    """The weights pre-pass of a matmul: ``B[k][j]`` as ``Bp[j/V][k][V]`` (columns zero-padded to whole
+    vectors), computed once per workload and cached like :func:`pack_conv2d_weights`."""
+
+    def pack() -> np.ndarray:
+        nv = vector_blocks(wl.N, lanes)
+        bp = np.zeros((wl.K, nv * lanes), dtype="float32")
+        bp[:, :wl.N] = b
+        return np.ascontiguousarray(bp.reshape(wl.K, nv, lanes).transpose(1, 0, 2))
+
+    return _packed_once((wl, lanes, b.shape, b.tobytes()), pack)
 
 
 def unpack_conv2d(wl: Conv2d, out: np.ndarray) -> np.ndarray:
-    """The canonical NCHW output from the packed NCHWc one ``[n][k/V][h][w][V]`` (padding channels dropped)."""
-    return out.transpose(0, 1, 4, 2, 3).reshape(wl.N, -1, wl.OH, wl.OW)[:, :wl.F]
+    """The output in ``wl``'s layout from the packed NCHWc one ``[n][k/V][h][w][V]`` (padding channels dropped)."""
+    nchw = out.transpose(0, 1, 4, 2, 3).reshape(wl.N, -1, wl.OH, wl.OW)[:, :wl.F]
+    return wl.from_canonical_output(nchw)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,7 +228,8 @@ class _Generator:
         self.V = plan.lanes
         self.roles = ROLES[plan.op]
         # A repeat loop re-accumulates into the same outputs, like a reduction loop.
-        self.reduction = (*(lp.name for lp in workload.reduction_loops), REPEAT)
+        loops = workload.canonical().loops if isinstance(workload, Conv2d) else workload.loops
+        self.reduction = (*(lp.name for lp in loops if lp.kind == "reduction"), REPEAT)
         self.strides = self._strides()
 
     def _strides(self) -> list[int]:
@@ -259,37 +338,60 @@ class _Conv(_Generator):
         from tvm.script.ir_builder import IRBuilder
         from tvm.script.ir_builder import tirx as T
 
-        wl, V = self.wl, self.V
+        wl, V, packing = self.wl, self.V, self.plan.packing
         self.fv = vector_blocks(wl.F, V)
         hp, wp = wl.H + 2 * wl.padding, wl.W + 2 * wl.padding
         ip_shape = (wl.N, hp, wp, channel_stride(wl.C))
         kp_shape = (self.fv, wl.R, wl.S, wl.C, V)
         op_shape = (wl.N, self.fv, wl.OH, wl.OW, V)
+        # The microkernel writes output vectors of V channels; it writes the workload's own output
+        # in place when that holds them contiguously (NHWC) or is its own layout (NCHWc with V = 16).
+        self.out_layout = "NCHWc"
         with IRBuilder() as ib:
             with T.prim_func():
                 T.func_name("main")
                 T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-                if self.plan.prepacked:
+                if packing == ALL_PACKED:
                     self.ip = T.arg("data_packed", T.buffer(ip_shape, "float32"))
                     self.kp = T.arg("kernel_packed", T.buffer(kp_shape, "float32"))
                     self.op = T.arg("out_packed", T.buffer(op_shape, "float32"))
                 else:
                     data = T.arg("data", T.buffer(wl.input_shapes[0], "float32"))
-                    kernel = T.arg("kernel", T.buffer(wl.input_shapes[1], "float32"))
+                    if packing == WEIGHTS_PACKED:
+                        self.kp = T.arg("kernel_packed", T.buffer(kp_shape, "float32"))
+                    else:
+                        kernel = T.arg("kernel", T.buffer(wl.input_shapes[1], "float32"))
                     out = T.arg("out", T.buffer(wl.output_shape, "float32"))
-                    self.ip = T.alloc_buffer(ip_shape, "float32")
-                    self.kp = T.alloc_buffer(kp_shape, "float32")
-                    self.op = T.alloc_buffer(op_shape, "float32")
-                    self._pack_input(data, T, tirx)
-                    self._pack_kernel(kernel, T, tirx)
+                    in_place = wl.layout == "NHWC" and wl.padding == 0 and channel_stride(wl.C) == wl.C
+                    self.ip = data if in_place else T.alloc_buffer(ip_shape, "float32")
+                    if wl.layout == "NHWC" and wl.F % V == 0:
+                        self.op, self.out_layout = out, "NHWC"
+                    elif wl.layout == "NCHWc" and V == CHANNEL_BLOCK:
+                        self.op = out
+                    else:
+                        self.op = T.alloc_buffer(op_shape, "float32")
+                    if packing == IN_KERNEL:
+                        self.kp = T.alloc_buffer(kp_shape, "float32")
+                    if not in_place:
+                        self._pack_input(data, T, tirx)
+                    if packing == IN_KERNEL:
+                        self._pack_kernel(kernel, T, tirx)
                 self.emit_nest()
-                if not self.plan.prepacked:
+                if packing != ALL_PACKED and self.op is not out:
                     self._unpack(out, T)
         return ib.get()
 
+    def out_vector(self, n, fo, y, x) -> list:
+        """Index of the output vector of channels ``fo*V .. fo*V + V-1`` at (n, y, x) in ``self.op``."""
+        from tvm.script.ir_builder import tirx as T
+
+        if self.out_layout == "NHWC":
+            return [n, y, x, T.ramp(fo * self.V, 1, self.V)]
+        return [n, fo, y, x, T.ramp(0, 1, self.V)]
+
     def _pack_input(self, data, T, tirx) -> None:
-        """NCHW -> padded NHWC. Border rows and columns are zero-filled in their own loops, so the
-        interior copy has no branch; it reads along w and writes along c (measured fastest here)."""
+        """The workload's input -> padded NHWC (:func:`channel_stride` channels per pixel). Border rows and
+        columns are zero-filled in their own loops, so the interior copy has no branch."""
         wl = self.wl
         p = wl.padding
         hp, wp = wl.H + 2 * p, wl.W + 2 * p
@@ -311,12 +413,7 @@ class _Conv(_Generator):
                 if p:
                     zeros(n, h, 0, p)
                     zeros(n, h, wl.W + p, wp)
-                if wl.C % self.V == 0 and wl.W >= self.V:
-                    self._transpose_row(data, n, h, T)
-                    return
-                with T.serial(0, wl.C) as c:
-                    with T.serial(0, wl.W) as w:
-                        T.buffer_store(self.ip, data[n, c, h - p, w], [n, h, w + p, c])
+                self._copy_row(data, n, h, T)
 
             if not p:
                 interior()
@@ -326,6 +423,33 @@ class _Conv(_Generator):
                     interior()
                 with T.Else():
                     zeros(n, h, 0, wp)
+
+    def _copy_row(self, data, n, h, T) -> None:
+        """Input row ``h - p`` of the workload's layout into ``Ip[n, h, p:p+W, :C]``."""
+        wl, V = self.wl, self.V
+        p = wl.padding
+        if wl.layout == "NHWC":
+            with T.serial(0, wl.W) as w:
+                if wl.C % V == 0:
+                    with T.serial(0, wl.C // V) as cb:
+                        T.buffer_store(self.ip, data[n, h - p, w, T.ramp(cb * V, 1, V)],
+                                       [n, h, w + p, T.ramp(cb * V, 1, V)])
+                else:
+                    with T.serial(0, wl.C) as c:
+                        T.buffer_store(self.ip, data[n, h - p, w, c], [n, h, w + p, c])
+            return
+        if wl.layout == "NCHWc":
+            b = CHANNEL_BLOCK
+            with T.serial(0, wl.W) as w:
+                with T.serial(0, wl.C // b) as cb:
+                    T.buffer_store(self.ip, data[n, cb, h - p, w, T.ramp(0, 1, b)], [n, h, w + p, T.ramp(cb * b, 1, b)])
+            return
+        if wl.C % V == 0 and wl.W >= V:
+            self._transpose_row(data, n, h, T)
+            return
+        with T.serial(0, wl.C) as c:
+            with T.serial(0, wl.W) as w:
+                T.buffer_store(self.ip, data[n, c, h - p, w], [n, h, w + p, c])
 
     def _transpose_row(self, data, n, h, T) -> None:
         """One input row, ``data[n, :, h - p, :]`` (C x W) into ``Ip[n, h, :, :]`` (W x C), by VxV blocks
@@ -345,6 +469,27 @@ class _Conv(_Generator):
     def _pack_kernel(self, kernel, T, tirx) -> None:
         wl, V = self.wl, self.V
         zero = tirx.const(0.0, "float32")
+        if wl.layout == "NHWC":  # HWIO: output channels are already contiguous
+            with T.parallel(0, self.fv * wl.R) as fr:
+                fo, r = fr // wl.R, fr % wl.R
+                with T.serial(0, wl.S) as s_:
+                    with T.serial(0, wl.C) as c:
+                        with T.vectorized(0, V) as v:
+                            f = fo * V + v
+                            value = kernel[r, s_, c, f] if wl.F % V == 0 else tirx.if_then_else(
+                                f < wl.F, kernel[r, s_, c, tirx.min(f, wl.F - 1)], zero)
+                            T.buffer_store(self.kp, value, [fo, r, s_, c, v])
+            return
+        if wl.layout == "NCHWc":  # OIhw16i16o
+            b = CHANNEL_BLOCK
+            with T.parallel(0, self.fv * wl.R) as fr:
+                fo, r = fr // wl.R, fr % wl.R
+                with T.serial(0, wl.S) as s_:
+                    with T.serial(0, wl.C) as c:
+                        with T.vectorized(0, V) as v:
+                            f = fo * V + v
+                            T.buffer_store(self.kp, kernel[f // b, c // b, r, s_, c % b, f % b], [fo, r, s_, c, v])
+            return
         per_filter = wl.C * wl.R * wl.S
         if wl.F % V == 0 and per_filter % V == 0:
             # 16x16 blocks (V filters x V consecutive (c, r, s) elements) transposed in registers:
@@ -369,7 +514,19 @@ class _Conv(_Generator):
                         T.buffer_store(self.kp, value, [fo, r, s, c, v])
 
     def _unpack(self, out, T) -> None:
+        """The packed ``Op[n][k/V][h][w][V]`` into the workload's output (padding channels dropped)."""
         wl, V = self.wl, self.V
+        if wl.layout != "NCHW":
+            with T.parallel(0, wl.N * wl.OH) as ny:
+                n, y = ny // wl.OH, ny % wl.OH
+                with T.serial(0, wl.OW) as x:
+                    with T.serial(0, wl.F) as f:
+                        value = self.op[n, f // V, y, x, f % V]
+                        if wl.layout == "NHWC":
+                            T.buffer_store(out, value, [n, y, x, f])
+                        else:
+                            T.buffer_store(out, value, [n, f // CHANNEL_BLOCK, y, x, f % CHANNEL_BLOCK])
+            return
         # Rows of one output channel are written contiguously (vectorised along x), read with stride V.
         with T.parallel(0, wl.N * self.fv) as nfo:
             n, fo = nfo // self.fv, nfo % self.fv
@@ -401,7 +558,7 @@ class _Conv(_Generator):
         def out_index(i: int):
             hu, rest = divmod(i, w * vec)
             wu, k = divmod(rest, vec)
-            return [n0, f0 + k, y0 + hu, x0 + wu, T.ramp(0, 1, V)]
+            return self.out_vector(n0, f0 + k, y0 + hu, x0 + wu)
 
         acc = T.alloc_buffer((n_vectors * V,), "float32", scope="local")
         self.emit_accumulator_init(acc, n_vectors, lambda i: self.op[tuple(out_index(i))], reduction_vars)
@@ -445,11 +602,15 @@ class _Matmul(_Generator):
                     shape = (wl.M, self.nv * V) if self.padded else (wl.M, wl.N)
                     self.c = T.arg("C_packed" if self.padded else "C", T.buffer(shape, "float32"))
                 else:
-                    b = T.arg("B", T.buffer((wl.K, wl.N), "float32"))
+                    if self.plan.packing == WEIGHTS_PACKED:
+                        self.bp = T.arg("B_packed", T.buffer(bp_shape, "float32"))
+                    else:
+                        b = T.arg("B", T.buffer((wl.K, wl.N), "float32"))
+                        self.bp = T.alloc_buffer(bp_shape, "float32")
                     c = T.arg("C", T.buffer((wl.M, wl.N), "float32"))
-                    self.bp = T.alloc_buffer(bp_shape, "float32")
                     self.c = T.alloc_buffer((wl.M, self.nv * V), "float32") if self.padded else c
-                    self._pack_b(b, T, tirx)
+                    if self.plan.packing == IN_KERNEL:
+                        self._pack_b(b, T, tirx)
                 self.emit_nest()
                 if not self.plan.prepacked and self.padded:
                     with T.parallel(0, wl.M) as i:

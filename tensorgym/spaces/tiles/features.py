@@ -114,7 +114,7 @@ def wave_efficiency(tasks: int, workers: int) -> float:
 
 def tile_features(space, config) -> np.ndarray:
     """The raw analytical features of a ``tiles`` config (order: :data:`FEATURE_NAMES`)."""
-    wl, target = space.workload, space.target
+    wl, target = space.nest, space.target  # the loop nest that is tiled (see TilesSpace.nest)
     loops = wl.loops
     tiles = {lp.name: config[lp.name] for lp in loops}
     spatial = [lp.name for lp in loops if lp.kind == "spatial"]
@@ -206,8 +206,8 @@ def generic_features(space, config) -> np.ndarray:
     it, hence the per-level products.
     """
     out: list[float] = []
-    spatial = [lp.name for lp in space.workload.spatial_loops]
-    reduction = [lp.name for lp in space.workload.reduction_loops]
+    spatial = [lp.name for lp in space.nest.spatial_loops]
+    reduction = [lp.name for lp in space.nest.reduction_loops]
     for lp in space.loops:
         if lp.extent > 1:
             out += [_log2(t) for t in config[lp.name]]

@@ -50,11 +50,12 @@ from math import log2, prod
 
 import numpy as np
 
+from ...checks import integer
 from ...config import Config
 from ...cuda.kernel import CudaKernel
 from ...cuda.nvcc import TVM_FLAGS
 from ...target import Target
-from ...workloads import Workload, numpy_dtype
+from ...workloads import Conv2d, Workload, numpy_dtype
 from ..base import SpaceError
 from .features import footprint
 from .gpu_features import (
@@ -80,6 +81,7 @@ class GpuTilesSpace(TilesSpace):
     """
 
     feature_names = GPU_FEATURE_NAMES
+    supported_dtypes = ("float32", "float16", "bf16")
     target_kind = "cuda"
     spatial_levels = GPU_SPATIAL_LEVELS
     reduction_levels = GPU_REDUCTION_LEVELS
@@ -89,8 +91,10 @@ class GpuTilesSpace(TilesSpace):
         if target.kind != "cuda" or target.device is None:
             raise SpaceError(f"the GPU tiles space needs a CUDA target with a device description; got "
                              f"{target.label} (tensorgym.target.cuda_target('h100') describes one)")
-        self.max_vthread = int(max_vthread)
-        self.element_bytes = numpy_dtype(workload.dtype).itemsize
+        if isinstance(workload, Conv2d) and workload.layout != "NCHW":
+            raise SpaceError(f"the GPU tiles space tiles NCHW conv2d workloads; {workload.label} is {workload.layout}")
+        self.max_vthread = integer("max_vthread", max_vthread, minimum=1)
+        self.element_bytes = numpy_dtype(workload.element_types[0]).itemsize
         self.hardware = dataclasses.replace(GPUHardware.from_target(target), element_bytes=self.element_bytes)
         super().__init__(workload, target, unroll_choices=unroll_choices, max_innermost=max_innermost)
         self.spatial = [lp.name for lp in self.loops if lp.kind == "spatial"]
@@ -103,6 +107,10 @@ class GpuTilesSpace(TilesSpace):
     def __setstate__(self, state):
         self.__init__(state["workload"], state["target"], unroll_choices=state["unroll_choices"],
                       max_innermost=state["max_innermost"], max_vthread=state["max_vthread"])
+
+    def _dtype_refusal(self) -> str:
+        return (f"the GPU tiles space tunes {', '.join(self.supported_dtypes)} kernels; {self.workload.label} is "
+                f"{self.workload.dtype}")
 
     def scalar_knob_choices(self) -> dict[str, tuple[int, ...]]:
         return {"unroll": self.unroll_choices}
@@ -154,12 +162,14 @@ class GpuTilesSpace(TilesSpace):
         return problems
 
     # -- features ------------------------------------------------------------------------------
-    def tiling(self, config: Config) -> GPUTiling:
+    def gpu_tiling(self, config: Config) -> GPUTiling:
+        """``config``'s tiles as seed 000's features read them."""
+        self.check(config)
         return GPUTiling(self.workload, {lp.name: config[lp.name] for lp in self.loops})
 
     def features(self, config: Config) -> np.ndarray:
         """Seed 000's seven GPU features (:data:`GPU_FEATURE_NAMES`) for the target's GPU."""
-        return gpu_features(self.tiling(config), self.hardware)
+        return gpu_features(self.gpu_tiling(config), self.hardware)
 
     def scaled_features(self, config: Config) -> np.ndarray:
         return scaled_gpu_features(self.features(config))
@@ -177,6 +187,7 @@ class GpuTilesSpace(TilesSpace):
         """Machine-independent features: every tile size, each level's product over the loops (the
         block, vthread, thread, register and reduction extents), the register and shared tiles, unroll;
         all as log2."""
+        self.check(config)
         out = [log2(t) for lp in self.loops if lp.extent > 1 for t in config[lp.name]]
         out += [log2(prod(config[n][level] for n in self.spatial)) for level in range(GPU_SPATIAL_LEVELS)]
         out += [log2(prod(config[n][level] for n in self.reduction)) for level in range(GPU_REDUCTION_LEVELS)]
@@ -184,6 +195,11 @@ class GpuTilesSpace(TilesSpace):
         shared = self.resources(config)["shared_bytes"] / self.element_bytes
         out += [log2(register), log2(max(shared, 1.0)), log2(1 + config["unroll"])]
         return np.asarray(out, dtype=np.float64)
+
+    def info(self, config: Config) -> dict:
+        """What the config's kernel needs of the GPU (:meth:`resources`) and where its inputs are staged."""
+        self.check(config)
+        return {**self.resources(config), "shared_scope": self.shared_scope(config)}
 
     # -- schedule and kernel -------------------------------------------------------------------
     def shared_scope(self, config: Config) -> str:

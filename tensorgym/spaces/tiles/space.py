@@ -20,52 +20,79 @@ write it back vectorised, or accumulate in the output directly).
 A config looks like ``{"f": [2, 8, 1, 8], "y": [14, 2, 1, 1], ..., "rc": [8, 16],
 "unroll": 64, "cache_write": 1}``, outermost level first.
 
+**Vectorised axis and data packing.** The last spatial loop of the workload is
+vectorised: ``x`` for an NCHW conv2d (28 lanes on ResNet R5, 7 on R11: AVX-512
+registers half empty, and weights read with a stride), ``f`` for NHWC and
+NCHWc workloads (16-lane output-channel vectors, weights contiguous). For an
+NCHW conv2d, ``packing`` tiles the blocked NCHWc loop nest instead and packs in
+the kernel, the way TVM's x86 ``conv2d_NCHWc`` does:
+
+* ``packing="in-kernel"``: the kernel takes NCHW/OIHW tensors, packs the
+  (padded) input to ``[n][c/16][h][w][16c]`` and the weights to
+  ``[f/16][c/16][r][s][16c][16f]``, computes with ``fi`` (16 output channels)
+  vectorised and accumulating in NCHW16c, and writes the NCHW output back;
+* ``packing="weights"``: the same, with the weights packed once by a cached
+  pre-pass outside the timed region (as frameworks pack weights at load).
+
+Its configs tile the loops ``n, y, x, fo, fi, rco, ry, rx, rci`` (of :attr:`TilesSpace.nest`;
+``fo`` inside ``x``, so that each broadcast input value feeds every output-channel block of the
+register tile at once), so they are never confused with unpacked configs of the same workload.
+
+What reaches the FMA units (``bench/kernel_anatomy.py --tiles``): with the
+output tile accumulated in a local buffer (``cache_write=1``), no S2 tile
+(every level-2 spatial tile 1, so the buffer is indexed by constants once S3 is
+unrolled) and output channels vectorised (NHWC, or packed), LLVM keeps the
+register tile in registers: on R5 a 2 x 14 x 16-lane tile is 28 FMAs, 14
+broadcasts and 2 loads per step, as in the microkernel space. With an S2 tile
+the accumulators spill, and an NCHW nest (``x`` vectorised) is far worse: a
+4 x 8 x 28-lane R5 tile is one block of 4,672 instructions for 64 FMAs. That
+is what ``packing`` and the NHWC / NCHWc layouts are for.
+
+**Build cost.** ``unroll`` over a large register tile makes a long straight-line
+body for LLVM. Sampling 100+ random and deliberately extreme configs of R5, R7,
+Y9 and M3 on this LLVM (unroll 512 over up to 448 unrolled vector statements)
+found no build over 0.6 s of CPU, so the space has no rule against them; the
+measurer's build timeout (30 s) cuts off any that explodes elsewhere, and
+records it as a ``timeout``.
+
 Coordinates (what a *hop* moves, seed 000): for each loop of extent > 1, the
 levels below the outermost (levels 1-3 of a spatial loop, level 1 of a
 reduction loop) take values in the sorted divisor list of the extent; level 0
 is derived as extent / (product of the others) and must be an integer. A hop
 moves one coordinate to the next larger or smaller value in its list.
 ``unroll`` and ``cache_write`` are coordinates too.
+
+**Other targets.** ``make_space("tiles", workload, target)`` builds the tiles space
+of the target's kind (:meth:`TilesSpace.for_target`): for a CUDA target, Ansor's GPU
+sketch (:class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`), which tiles with
+other level counts and scalar knobs on the same :class:`~.tiling.LoopTiling`, and
+whose device limits (:meth:`TilesSpace.limit_violations`) samples, hops and masks
+respect.
 """
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass
-from math import prod
 from typing import ClassVar
 
 import numpy as np
 
+from ...checks import generator, integer, is_integer
 from ...config import Config
-from ...factors import divisors, factorizations
+from ...errors import InvalidArgumentError, InvalidTypeError
 from ...target import Target
-from ...workloads import Workload
-from ..base import Space, SpaceError
+from ...workloads import CHANNEL_BLOCK, Conv2d, Workload
+from ..base import MAX_HOPS, Space, SpaceError
 from .features import FEATURE_NAMES, generic_feature_names, generic_features, normalise, scaled_features, tile_features
+from .tiling import (
+    MAX_INNERMOST, REDUCTION_LEVELS, SPATIAL_LEVELS, UNROLL_CHOICES, Coordinate, LoopTiling,
+)
 
-SPATIAL_LEVELS = 4
-REDUCTION_LEVELS = 2
-UNROLL_CHOICES = (0, 16, 64, 512)  # Ansor's CPU auto-unroll max steps
-MAX_INNERMOST = 64  # Ansor's max_innermost_split_factor
+__all__ = ["MAX_INNERMOST", "REDUCTION_LEVELS", "SPATIAL_LEVELS", "UNROLL_CHOICES", "Coordinate", "TilesSpace"]
 _SAMPLE_TRIES = 100_000  # random tilings drawn for one that fits the device's limits
 
 
-@dataclass(frozen=True)
-class Coordinate:
-    """One hop-able coordinate: level ``level`` of knob ``knob`` (level -1: a scalar knob)."""
-
-    knob: str
-    level: int
-    choices: tuple[int, ...]
-
-    @property
-    def label(self) -> str:
-        return self.knob if self.level < 0 else f"{self.knob}.{self.level}"
-
-
 class TilesSpace(Space):
-    """Multi-level tiling (SSRSRS) of a conv2d or matmul on the LLVM CPU target.
+    """Multi-level tiling (SSRSRS) of a float32 conv2d or matmul on the LLVM CPU target.
 
     Subclasses tile for other targets (:class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`,
     CUDA) by setting ``target_kind`` and the level counts, and by overriding
@@ -75,6 +102,7 @@ class TilesSpace(Space):
 
     name = "tiles"
     feature_names = FEATURE_NAMES
+    supported_dtypes = ("float32",)
     target_kind = "llvm"
     spatial_levels = SPATIAL_LEVELS
     reduction_levels = REDUCTION_LEVELS
@@ -92,27 +120,33 @@ class TilesSpace(Space):
         return TilesSpace._variants.get(target.kind, cls)
 
     def __init__(self, workload: Workload, target: Target, *, unroll_choices: tuple[int, ...] = UNROLL_CHOICES,
-                 max_innermost: int = MAX_INNERMOST):
+                 max_innermost: int = MAX_INNERMOST, packing: str | None = None):
         super().__init__(workload, target)
         if target.kind != self.target_kind:
             raise SpaceError(f"{type(self).__name__} targets {self.target_kind!r}; got target kind {target.kind!r} "
                              f"(tensorgym.catalog.make_space('tiles', ...) picks the tiles space of a target)")
-        self.unroll_choices = tuple(unroll_choices)
-        self.max_innermost = max_innermost
-        self.loops = workload.loops
-        self.levels = {lp.name: self.spatial_levels if lp.kind == "spatial" else self.reduction_levels
-                       for lp in self.loops}
-        self.extents = {lp.name: lp.extent for lp in self.loops}
-        self.scalar_knobs = self.scalar_knob_choices()
-        coords: list[Coordinate] = []
-        for lp in self.loops:
-            if lp.extent > 1:
-                for level in range(1, self.levels[lp.name]):
-                    coords.append(Coordinate(lp.name, level, divisors(lp.extent)))
-        coords += [Coordinate(knob, -1, choices) for knob, choices in self.scalar_knobs.items()]
-        self.coordinates: tuple[Coordinate, ...] = tuple(coords)
-        self._knobs = frozenset([lp.name for lp in self.loops] + list(self.scalar_knobs))
+        if workload.dtype not in self.supported_dtypes:
+            raise SpaceError(self._dtype_refusal())
+        self.packing = packing
+        self.nest: Workload = _packed_nest(workload, packing) if packing else workload
+        self.unroll_choices = _unroll_choices(unroll_choices)
+        self.tiling = LoopTiling(_register_order(self.nest.loops) if packing else self.nest.loops,
+                                 unroll_choices=self.unroll_choices,
+                                 max_innermost=integer("max_innermost", max_innermost, minimum=1),
+                                 spatial_levels=self.spatial_levels, reduction_levels=self.reduction_levels,
+                                 scalar_knobs=self.scalar_knob_choices())
+        self.max_innermost = self.tiling.max_innermost
+        self.loops = self.tiling.loops
+        self.levels = self.tiling.levels
+        self.extents = self.tiling.extents
+        self.scalar_knobs = self.tiling.scalar_knobs
+        self.coordinates: tuple[Coordinate, ...] = self.tiling.coordinates
         self.generic_feature_names = generic_feature_names(self)
+
+    def _dtype_refusal(self) -> str:
+        return (f"the tiles space tunes float32 kernels; {self.workload.label} is {self.workload.dtype} "
+                f"(use space='mapping', which maps int8 and bf16 onto the CPU's dot-product "
+                f"and matrix instructions)")
 
     def scalar_knob_choices(self) -> dict[str, tuple[int, ...]]:
         """The knobs that are not tile sizes, with their choices (CPU: ``unroll`` and ``cache_write``)."""
@@ -124,92 +158,62 @@ class TilesSpace(Space):
 
     def __getstate__(self):
         return {"workload": self.workload, "target": self.target, "unroll_choices": self.unroll_choices,
-                "max_innermost": self.max_innermost}
+                "max_innermost": self.max_innermost, "packing": self.packing}
 
     def __setstate__(self, state):
         self.__init__(state["workload"], state["target"], unroll_choices=state["unroll_choices"],
-                      max_innermost=state["max_innermost"])
+                      max_innermost=state["max_innermost"], packing=state.get("packing"))
 
     # -- validity -----------------------------------------------------------
     def check(self, config: Config) -> None:
         if not isinstance(config, Config):
             raise SpaceError(f"expected a Config, got {type(config).__name__}")
-        missing = self._knobs - set(config)
-        extra = set(config) - self._knobs
+        knobs = self.tiling.knobs
+        missing = knobs - set(config)
+        extra = set(config) - knobs
         if missing or extra:
             raise SpaceError(
-                f"tiles config for {self.workload.label} needs knobs {sorted(self._knobs)}; "
+                f"tiles config for {self.workload.label} needs knobs {sorted(knobs)}; "
                 f"missing {sorted(missing)}, unexpected {sorted(extra)}"
             )
-        for lp in self.loops:
-            tiles = config[lp.name]
-            levels = self.levels[lp.name]
-            if not isinstance(tiles, tuple) or len(tiles) != levels:
-                raise SpaceError(f"knob {lp.name!r} must be a list of {levels} tile sizes, got {tiles!r}")
-            if any(t < 1 for t in tiles) or prod(tiles) != lp.extent:
-                raise SpaceError(
-                    f"tile sizes of {lp.name!r} must be positive and multiply to its extent {lp.extent}; "
-                    f"got {list(tiles)}"
-                )
-            if tiles[-1] > self.max_innermost:
-                raise SpaceError(f"innermost tile of {lp.name!r} is {tiles[-1]} > {self.max_innermost}")
-        for knob, choices in self.scalar_knobs.items():
-            if config[knob] not in choices:
-                raise SpaceError(f"{knob} must be one of {choices}, got {config[knob]!r}")
+        self.tiling.check(config)
         problems = self.limit_violations(config)
         if problems:
             raise SpaceError(f"config exceeds the limits of {self.target.label}: {'; '.join(problems)}")
 
     # -- sampling and moves ---------------------------------------------------
     def sample(self, rng: np.random.Generator) -> Config:
+        generator("rng", rng)
         for _ in range(_SAMPLE_TRIES):
-            values: dict[str, object] = {}
-            for lp in self.loops:
-                options = factorizations(lp.extent, self.levels[lp.name], self.max_innermost)
-                values[lp.name] = options[int(rng.integers(len(options)))]
-            for knob, choices in self.scalar_knobs.items():
-                values[knob] = choices[int(rng.integers(len(choices)))]
-            config = Config(values)
+            config = Config(self.tiling.sample(rng))
             if not self.limit_violations(config):  # Ansor's sampler likewise draws until a tiling fits
                 return config
         raise SpaceError(f"no random tiling of {self.workload.label} out of {_SAMPLE_TRIES} fits the limits of "
                          f"{self.target.label}")
 
     def coordinate_index(self, config: Config, coord: Coordinate) -> int:
-        value = config[coord.knob] if coord.level < 0 else config[coord.knob][coord.level]
-        return coord.choices.index(value)
-
-    def _hopped_value(self, config: Config, coordinate: int, direction: int):
-        """The knob value after the hop, or None if the hop leaves the space."""
-        coord = self.coordinates[coordinate]
-        index = self.coordinate_index(config, coord) + direction
-        if not 0 <= index < len(coord.choices):
-            return None
-        value = coord.choices[index]
-        if coord.level < 0:
-            return value
-        tiles = list(config[coord.knob])
-        tiles[coord.level] = value
-        inner = prod(tiles[1:])
-        extent = self.extents[coord.knob]
-        if extent % inner:
-            return None
-        tiles[0] = extent // inner
-        if tiles[-1] > self.max_innermost:
-            return None
-        return tuple(tiles)
+        """The index of ``config``'s value of coordinate ``coord`` in the coordinate's choices."""
+        self.check(config)
+        if coord not in self.coordinates:
+            raise SpaceError(f"{coord!r} is not a coordinate of this space")
+        return self.tiling.coordinate_index(config, coord)
 
     def hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
         """Move one coordinate one step (+1 / -1) in its sorted list; None if that leaves the space."""
-        value = self._hopped_value(config, coordinate, direction)
-        if value is None:
-            return None
-        hopped = config.replace(**{self.coordinates[coordinate].knob: value})
-        return None if self.limit_violations(hopped) else hopped
+        self.check(config)
+        coordinate = integer("coordinate", coordinate, minimum=0, maximum=len(self.coordinates) - 1)
+        if not is_integer(direction) or direction not in (1, -1):
+            raise InvalidArgumentError(f"direction must be +1 or -1, got {direction!r}")
+        return self._hop(config, coordinate, int(direction))
+
+    def _hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
+        hopped = self.tiling.hop(config, coordinate, direction)
+        return None if hopped is None or self.limit_violations(hopped) else hopped
 
     def hop_mask(self, config: Config) -> np.ndarray:
         """``mask[2 * i + (0 if up else 1)]``: whether hopping coordinate ``i`` up/down stays in the space."""
-        return np.array([self.hop(config, i, d) is not None
+        self.check(config)
+        return np.array([self._hop(config, i, d) is not None
                          for i in range(len(self.coordinates)) for d in (1, -1)], dtype=bool)
 
     def neighbours(self, config: Config, hops: int = 1) -> list[Config]:
@@ -218,23 +222,11 @@ class TilesSpace(Space):
         Two coordinates of the same loop interact through the derived level 0,
         so a multi-hop move is applied one coordinate at a time and kept only
         if the result is valid (seed 000: the n-hop neighbourhood has at most
-        C(m, n) * 2^n members). Duplicates and the config itself are removed.
+        C(m, n) * 2^n members), within the device's limits. Duplicates and the config itself are removed.
         """
-        if hops < 1:
-            raise ValueError(f"hops must be >= 1, got {hops}")
-        seen = {config}
-        out: list[Config] = []
-        for coords in itertools.combinations(range(len(self.coordinates)), hops):
-            for directions in itertools.product((1, -1), repeat=hops):
-                current: Config | None = config
-                for c, d in zip(coords, directions):
-                    current = self.hop(current, c, d)
-                    if current is None:
-                        break
-                if current is not None and current not in seen:
-                    seen.add(current)
-                    out.append(current)
-        return out
+        self.check(config)
+        return self.tiling.neighbours(config, integer("hops", hops, minimum=1, maximum=MAX_HOPS),
+                                      valid=lambda c: not self.limit_violations(c))
 
     # -- encoding -------------------------------------------------------------
     @property
@@ -242,38 +234,41 @@ class TilesSpace(Space):
         return len(self.coordinates)
 
     def encode(self, config: Config) -> np.ndarray:
-        out = np.empty(len(self.coordinates), dtype=np.float32)
-        for i, coord in enumerate(self.coordinates):
-            span = len(coord.choices) - 1
-            out[i] = self.coordinate_index(config, coord) / span if span else 0.0
-        return out
+        self.check(config)
+        return self.tiling.encode(config)
 
     def features(self, config: Config) -> np.ndarray:
+        self.check(config)
         return tile_features(self, config)
 
     def scaled_features(self, config: Config) -> np.ndarray:
+        self.check(config)
         return scaled_features(tile_features(self, config))
 
     def normalised_features(self, config: Config) -> np.ndarray:
+        self.check(config)
         return normalise(tile_features(self, config))
 
     def generic_features(self, config: Config) -> np.ndarray:
+        self.check(config)
         return generic_features(self, config)
 
     def describe(self, config: Config) -> str:
-        parts = [f"{lp.name}={'x'.join(map(str, config[lp.name]))}" for lp in self.loops if lp.extent > 1]
-        return " ".join(parts + [f"{knob}={config[knob]}" for knob in self.scalar_knobs])
+        self.check(config)
+        return self.tiling.describe(config)
 
     # -- schedule -------------------------------------------------------------
     def apply(self, config: Config):
         import tvm
 
         self.check(config)
-        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": self.workload.te_func()}))
+        func = packed_te_func(self.workload, self.packing) if self.packing else self.workload.te_func()
+        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
         block = sch.get_sblock(_main_block(self.workload))
         split = {}
-        for lp, loop in zip(self.loops, sch.get_loops(block)):
-            split[lp.name] = sch.split(loop, list(config[lp.name]))
+        handles = dict(zip((lp.name for lp in self.nest.loops), sch.get_loops(block)))
+        for lp in self.loops:
+            split[lp.name] = sch.split(handles[lp.name], list(config[lp.name]))
         spatial = [lp.name for lp in self.loops if lp.kind == "spatial"]
         reduction = [lp.name for lp in self.loops if lp.kind == "reduction"]
         level = lambda names, i: [split[n][i] for n in names]  # noqa: E731
@@ -290,10 +285,126 @@ class TilesSpace(Space):
         if config["unroll"]:
             sch.annotate(outer, "pragma_auto_unroll_max_step", int(config["unroll"]))
             sch.annotate(outer, "pragma_unroll_explicit", 1)
-        if getattr(self.workload, "padding", 0):
+        if self.packing:
+            _schedule_packing(sch)
+        elif getattr(self.workload, "padding", 0):
             _schedule_pad(sch)
         sch.decompose_reduction(block, r0[0])
         return sch.mod
+
+    # -- packed layouts (packing="weights") ------------------------------------------
+    def kernel_arguments(self, config: Config, inputs):
+        if self.packing != "weights":
+            return super().kernel_arguments(config, inputs)
+        return [inputs[0], packed_weights(self.nest, inputs[1]),
+                np.zeros(self.workload.output_shape, dtype=self.workload.dtype)]
+
+    def info(self, config: Config) -> dict:
+        self.check(config)
+        if not self.packing:
+            return {"vectorised": self.loops[[lp.kind for lp in self.loops].index("reduction") - 1].name}
+        return {"vectorised": "fi (16 output channels, NCHW16c accumulator)",
+                "packing": {"in-kernel": "data and weights packed in the kernel (timed)",
+                            "weights": "weights packed once (cached pre-pass, not timed); data in the kernel"}[
+                    self.packing]}
+
+
+PACKINGS = ("in-kernel", "weights")
+
+
+def _packed_nest(workload: Workload, packing: str) -> Workload:
+    """The NCHWc workload whose loops a packed tiles space tiles (or a clear refusal)."""
+    if packing not in PACKINGS:
+        raise SpaceError(f"tiles packing must be one of {PACKINGS} or None, got {packing!r}")
+    if not isinstance(workload, Conv2d) or workload.layout != "NCHW":
+        raise SpaceError(f"tiles packing applies to NCHW conv2d workloads (NHWC and NCHWc ones vectorise output "
+                         f"channels already); {workload.label} is {getattr(workload, 'layout', workload.op)}")
+    if workload.C % CHANNEL_BLOCK or workload.F % CHANNEL_BLOCK:
+        raise SpaceError(f"tiles packing needs input and output channels in blocks of {CHANNEL_BLOCK}; "
+                         f"{workload.label} has C={workload.C}, F={workload.F}")
+    return workload.with_layout("NCHWc")
+
+
+def _register_order(loops):
+    """The packed nest's loops in the order its tiles nest: output blocks ``fo`` just outside the vectorised
+    ``fi``, so that in the register tile each input value broadcast feeds the FMAs of every output block
+    at once (pixels outer, channel blocks inner: the order of the microkernel space), instead of being
+    broadcast again for each block and kept live meanwhile, which spills the accumulators."""
+    spatial = [lp for lp in loops if lp.kind == "spatial"]
+    reduction = [lp for lp in loops if lp.kind == "reduction"]
+    by_name = {lp.name: lp for lp in spatial}
+    return tuple(by_name[n] for n in ("n", "y", "x", "fo", "fi")) + tuple(reduction)
+
+
+def packed_weights(nest: Conv2d, kernel: np.ndarray) -> np.ndarray:
+    """The weights pre-pass: OIHW weights as OIhw16i16o (``nest``'s layout), computed once and cached."""
+    key = (nest, kernel.shape, kernel.tobytes())
+    if key not in _PACKED:
+        _PACKED.clear()  # one layer at a time
+        packed = nest.layout_inputs(np.zeros(nest.canonical().input_shapes[0], dtype="float32"), kernel)[1]
+        packed.setflags(write=False)
+        _PACKED[key] = packed
+    return _PACKED[key]
+
+
+_PACKED: dict = {}
+
+
+def packed_te_func(workload: Conv2d, packing: str):
+    """The NCHW conv2d computed as NCHWc: pack (and pad) the input, pack the weights (unless they come packed),
+    convolve with 16 output channels innermost, unpack to NCHW. Stages: dpack, kpack, conv, unpack."""
+    import tvm
+    from tvm import te
+
+    b, wl, p, st = CHANNEL_BLOCK, workload, workload.padding, workload.stride
+    nest = wl.with_layout("NCHWc")
+    data = te.placeholder(wl.input_shapes[0], wl.dtype, name="data")
+    dpack = te.compute(
+        (wl.N, wl.C // b, wl.H + 2 * p, wl.W + 2 * p, b),
+        lambda n, cb, h, w, ci: tvm.tirx.if_then_else(
+            tvm.tirx.all(h >= p, h < wl.H + p, w >= p, w < wl.W + p), data[n, cb * b + ci, h - p, w - p],
+            tvm.tirx.const(0.0, wl.dtype)),
+        name="dpack")
+    if packing == "weights":
+        kernel = kpack = te.placeholder(nest.input_shapes[1], wl.dtype, name="kernel_packed")
+    else:
+        kernel = te.placeholder(wl.input_shapes[1], wl.dtype, name="kernel")
+        kpack = te.compute(nest.input_shapes[1],
+                           lambda fo, cb, r, s, ci, fi: kernel[fo * b + fi, cb * b + ci, r, s], name="kpack")
+    rco = te.reduce_axis((0, wl.C // b), name="rco")
+    ry, rx = te.reduce_axis((0, wl.R), name="ry"), te.reduce_axis((0, wl.S), name="rx")
+    rci = te.reduce_axis((0, b), name="rci")
+    conv = te.compute(
+        nest.output_shape,
+        lambda n, fo, y, x, fi: te.sum(dpack[n, rco, y * st + ry, x * st + rx, rci] * kpack[fo, rco, ry, rx, rci, fi],
+                                       axis=[rco, ry, rx, rci]),
+        name="conv")
+    out = te.compute(wl.output_shape, lambda n, f, y, x: conv[n, f // b, y, x, f % b], name="unpack")
+    return te.create_prim_func([data, kernel, out])
+
+
+def _schedule_packing(sch) -> None:
+    """Packing stages in parallel: dpack over (n, c/16, h) and kpack over (f/16, c/16), 16 lanes vectorised;
+    the unpack over (n, f), vectorised along x."""
+    for name, fused in (("dpack", 3), ("kpack", 2), ("unpack", 2)):
+        try:
+            block = sch.get_sblock(name)
+        except Exception:  # noqa: BLE001 - kpack is absent when the weights arrive packed
+            continue
+        loops = sch.get_loops(block)
+        sch.parallel(sch.fuse(*loops[:fused]))
+        sch.vectorize(loops[-1])
+
+
+def _unroll_choices(value) -> tuple[int, ...]:
+    """``unroll_choices`` as a tuple of distinct non-negative ints (a sequence of them is required)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, np.ndarray)):
+        raise InvalidTypeError(f"unroll_choices must be a list of auto-unroll steps such as {list(UNROLL_CHOICES)}, "
+                               f"got {type(value).__name__} {value!r:.40}")
+    if not len(value) or not all(is_integer(v) and v >= 0 for v in value) or len(set(map(int, value))) != len(value):
+        raise InvalidArgumentError(f"unroll_choices must be distinct integers >= 0, such as {list(UNROLL_CHOICES)}; "
+                                   f"got {list(value)!r:.60}")
+    return tuple(int(v) for v in value)
 
 
 def _main_block(workload: Workload) -> str:

@@ -1,0 +1,263 @@
+"""What learning contributes to a search, with statistics: agents against random search and against their ablations.
+
+:func:`analyse` takes the results of ``compare`` runs (env -> agent -> one
+:class:`~tensorgym.tuner.TuningResult` per seed) and reports, per env:
+
+* each agent's best GFLOP/s after each trial budget (``@128``, ``@512``:
+  :meth:`TuningResult.best_at`), after each point of tuning clock, and its
+  final best re-timed at the end; each as the mean over seeds with a 95 %
+  interval (:func:`.stats.mean_ci`);
+* each agent against the reference (``random``) at every budget, and with
+  the final bests re-timed: the ratio of means with a bootstrap interval,
+  Welch's and Mann-Whitney's p-values, and whether the agent is *above* it
+  (higher mean, 95 % intervals that do not overlap, Welch p < 0.05);
+* each learned agent against its ablation (``ga`` vs ``ga-random-model``,
+  ``dgd`` vs ``dgd-random-model``): what the cost model contributes;
+* the trials each run needs to reach the reference's mean best at the
+  largest budget (``None``: never within its budget);
+* seed 000's time-based headline: DGD's best after ``dgd_seconds`` of tuning
+  clock against the GA's best after the largest budget, the ratio of means
+  with its interval (a DGD run whose clock ended earlier is capped by its
+  budget, and the report says so);
+* how well the models predicted while searching: the mean per-round Spearman
+  from each run's prediction log, and for the GA the mean GFLOP/s of the
+  model's picks against the eps-greedy random picks of the same rounds.
+
+Across envs it checks the targets: GA and DGD above random at the largest
+budget on at least ``need`` envs, and the geometric mean over envs of
+DGD@2min / GA@largest >= 0.95. Nothing here favours an agent: a worse agent
+gets a ratio below 1 and ``above: false``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tensorgym.text import format_table, slug
+from tensorgym.tuner import TuningResult
+
+from .stats import compare_runs, geomean, mean_ci
+
+ABLATIONS = {"ga": "ga-random-model", "dgd": "dgd-random-model"}
+HEADLINE_RATIO = 0.95
+
+
+def _stat(values: Sequence[float | None]) -> dict[str, Any]:
+    mean, low, high = mean_ci(values)
+    return {"mean": mean, "ci": [low, high], "values": [v for v in values], "n": len(values)}
+
+
+def trials_to_reach(result: TuningResult, threshold: float) -> int | None:
+    """The first trial whose best-so-far reaches ``threshold`` GFLOP/s (None: never)."""
+    if threshold <= 0:
+        return None
+    for trial in result.trials:
+        if trial.best_gflops >= threshold:
+            return trial.index
+    return None
+
+
+def _predictions(runs: Sequence[TuningResult]) -> dict[str, Any]:
+    rhos, model_means, random_means = [], [], []
+    for run in runs:
+        log = run.extra.get("predictions") or {}
+        if log.get("mean_rho") is not None:
+            rhos.append(log["mean_rho"])
+        for entry in log.get("log", []):
+            if entry.get("guided") and entry.get("model_mean") is not None and entry.get("random_mean") is not None:
+                model_means.append(entry["model_mean"])
+                random_means.append(entry["random_mean"])
+    return {"mean_rho": _stat(rhos), "model_pick_gflops": float(np.mean(model_means)) if model_means else None,
+            "random_pick_gflops": float(np.mean(random_means)) if random_means else None,
+            "rounds_compared": len(model_means)}
+
+
+def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets: Sequence[int] = (128, 512),
+            time_points: Sequence[float] = (60.0, 120.0, 180.0, 240.0, 300.0), reference: str = "random",
+            dgd: str = "dgd", ga: str = "ga", dgd_seconds: float = 120.0, need: int = 2,
+            labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The report as data (see the module docs); ``results``: env -> agent -> runs (one per seed)."""
+    budgets = sorted(int(b) for b in budgets)
+    top = budgets[-1]
+    time_points = sorted({float(t) for t in time_points} | {float(dgd_seconds)})
+    envs: dict[str, Any] = {}
+    for env_id, by_agent in results.items():
+        ref_runs = list(by_agent.get(reference, []))
+        ref_best = {b: [r.best_at(trials=b) for r in ref_runs] for b in budgets}
+        threshold = float(np.mean(ref_best[top])) if ref_runs else 0.0
+        agents: dict[str, Any] = {}
+        for agent, runs in by_agent.items():
+            runs = list(runs)
+            entry: dict[str, Any] = {"seeds": [r.seed for r in runs]}
+            for b in budgets:
+                values = [r.best_at(trials=b) for r in runs]
+                entry[f"@{b}"] = _stat(values)
+                if agent != reference and ref_runs:
+                    entry[f"vs_{reference}@{b}"] = compare_runs(values, ref_best[b]).to_json()
+            for t in time_points:
+                entry[f"@{t:g}s"] = _stat([r.best_at(seconds=t) for r in runs])
+            retimed = [r.extra.get("remeasured_gflops") for r in runs]
+            entry["re-timed"] = _stat(retimed)
+            if agent != reference and ref_runs:
+                entry[f"re-timed_vs_{reference}"] = compare_runs(
+                    retimed, [r.extra.get("remeasured_gflops") for r in ref_runs]).to_json()
+            entry["clock_s"] = _stat([r.trials[-1].elapsed_s if r.trials else None for r in runs])
+            reach = [trials_to_reach(r, threshold) for r in runs]
+            entry[f"to_{reference}@{top}"] = {"values": reach, "reached": sum(v is not None for v in reach),
+                                              "median": float(np.median([v for v in reach if v is not None]))
+                                              if any(v is not None for v in reach) else None}
+            entry["predictions"] = _predictions(runs)
+            agents[agent] = entry
+        ablations = {}
+        for learned, ablation in ABLATIONS.items():
+            if learned in by_agent and ablation in by_agent:
+                ablations[learned] = {f"@{b}": compare_runs([r.best_at(trials=b) for r in by_agent[learned]],
+                                                            [r.best_at(trials=b) for r in by_agent[ablation]]).to_json()
+                                      for b in budgets}
+        headline = None
+        if dgd in by_agent and ga in by_agent:
+            dgd_values = [r.best_at(seconds=dgd_seconds) for r in by_agent[dgd]]
+            ga_values = [r.best_at(trials=top) for r in by_agent[ga]]
+            capped = sum(1 for r in by_agent[dgd] if r.trials and r.trials[-1].elapsed_s < dgd_seconds)
+            headline = {**compare_runs(dgd_values, ga_values).to_json(), "dgd_runs_capped_by_budget": capped}
+        envs[env_id] = {"label": (labels or {}).get(env_id, ""), "threshold": threshold, "agents": agents,
+                        "ablations": ablations, "headline": headline}
+
+    def above(agent: str, key: str = f"vs_{reference}@{top}") -> list[str]:
+        """Envs where ``agent``'s mean is above the reference's and the 95 % intervals do not overlap."""
+        out = []
+        for env_id, env in envs.items():
+            cmp = env["agents"].get(agent, {}).get(key)
+            if cmp and cmp["separated"] and cmp["mean_a"] > cmp["mean_b"]:
+                out.append(env_id)
+        return out
+
+    ratios = [r["headline"]["ratio"] for r in envs.values() if r["headline"]]
+    headline_geomean = geomean(ratios)
+    targets = {
+        f"{ga} above {reference}@{top}": {"envs": above(ga), "met": len(above(ga)) >= min(need, len(envs))},
+        f"{dgd} above {reference}@{top}": {"envs": above(dgd), "met": len(above(dgd)) >= min(need, len(envs))},
+        **{f"{a} above {reference}, final bests re-timed": {
+            "envs": above(a, f"re-timed_vs_{reference}"),
+            "met": len(above(a, f"re-timed_vs_{reference}")) >= min(need, len(envs))} for a in (ga, dgd)},
+        f"{dgd}@{dgd_seconds:g}s / {ga}@{top}": {"geomean": headline_geomean, "met": headline_geomean is not None
+                                                 and headline_geomean >= HEADLINE_RATIO},
+    }
+    return {"settings": {"budgets": budgets, "time_points": list(time_points), "reference": reference,
+                         "dgd_seconds": dgd_seconds, "need": need}, "envs": envs, "targets": targets}
+
+
+# -- text ----------------------------------------------------------------------------------
+def _ci(stat: Mapping[str, Any], digits: int = 1) -> str:
+    if stat["mean"] is None:
+        return "-"
+    low, high = stat["ci"]
+    text = f"{stat['mean']:.{digits}f}"
+    return text + (f" [{low:.{digits}f}, {high:.{digits}f}]" if low is not None else "")
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
+
+
+def _ratio(cmp: Mapping[str, Any] | None) -> str:
+    if not cmp or cmp["ratio"] is None:
+        return "-"
+    low, high = cmp["ratio_ci"]
+    return f"{cmp['ratio']:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """The report as text: one table per env, then the ablations, the headline and the targets."""
+    settings = report["settings"]
+    budgets, reference = settings["budgets"], settings["reference"]
+    top = budgets[-1]
+    lines = []
+    for env_id, env in report["envs"].items():
+        lines.append(f"\n== {env_id} {('(' + env['label'] + ')') if env['label'] else ''}: best GFLOP/s, mean "
+                     f"[95 % interval] over seeds; ratio to {reference} [bootstrap 95 %], Welch p ==")
+        header = ["agent", "n"] + [f"@{b}" for b in budgets] + [f"/{reference}@{top}", "p", "re-timed",
+                                                                 f"re-timed/{reference}",
+                                                                 f"@{settings['dgd_seconds']:g}s",
+                                                                 f"trials to {reference}@{top}", "model rho"]
+        cells = []
+        for agent, entry in env["agents"].items():
+            cmp = entry.get(f"vs_{reference}@{top}")
+            reach = entry[f"to_{reference}@{top}"]
+            reach_text = (f"{reach['median']:.0f} ({reach['reached']}/{len(reach['values'])})"
+                          if reach["median"] is not None else f"- (0/{len(reach['values'])})")
+            rho = entry["predictions"]["mean_rho"]
+            cells.append([agent, str(len(entry["seeds"]))] + [_ci(entry[f"@{b}"]) for b in budgets]
+                         + [_ratio(cmp), _p(cmp["p_welch"]) if cmp else "-", _ci(entry["re-timed"]),
+                            _ratio(entry.get(f"re-timed_vs_{reference}")),
+                            _ci(entry[f"@{settings['dgd_seconds']:g}s"]), reach_text,
+                            f"{rho['mean']:.2f}" if rho["mean"] is not None else "-"])
+        lines.append(format_table(cells, header))
+        for learned, by_budget in env["ablations"].items():
+            parts = [f"@{b}: x{_ratio(c)} (Welch p {_p(c['p_welch'])})" for b, c in
+                     ((b, by_budget[f"@{b}"]) for b in budgets)]
+            lines.append(f"model contribution, {learned} / {ABLATIONS[learned]}: " + "; ".join(parts))
+        ga_pred = env["agents"].get("ga", {}).get("predictions", {})
+        if ga_pred.get("rounds_compared"):
+            lines.append(f"ga rounds: the model's picks measured {ga_pred['model_pick_gflops']:.1f} GFLOP/s on "
+                         f"average, the eps-greedy random picks {ga_pred['random_pick_gflops']:.1f} "
+                         f"({ga_pred['rounds_compared']} rounds)")
+        if env["headline"]:
+            h = env["headline"]
+            capped = (f"; {h['dgd_runs_capped_by_budget']} DGD run(s) ended before that clock (capped by budget)"
+                      if h["dgd_runs_capped_by_budget"] else "")
+            lines.append(f"dgd@{settings['dgd_seconds']:g}s / ga@{top}: {_ratio(h)} (Welch p {_p(h['p_welch'])})"
+                         f"{capped}")
+    lines.append("\n== targets ==")
+    for name, target in report["targets"].items():
+        detail = (f"envs: {', '.join(target['envs']) or 'none'}" if "envs" in target
+                  else f"geomean {target['geomean']:.2f}" if target.get("geomean") is not None else "no data")
+        lines.append(f"{'MET    ' if target['met'] else 'NOT MET'} {name}: {detail}")
+    return "\n".join(lines)
+
+
+def plot(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], out_dir: str | Path,
+         labels: Mapping[str, str] | None = None) -> list[Path]:
+    """One PNG per env: best-so-far against trials, the mean over seeds and its 95 % interval per agent."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from scipy.stats import t
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for env_id, by_agent in results.items():
+        fig = Figure(figsize=(9, 5.5), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+        top = 0.0
+        for i, (agent, runs) in enumerate(by_agent.items()):
+            runs = [r for r in runs if r.trials]
+            if not runs:
+                continue
+            n = max(len(r.trials) for r in runs)
+            xs = np.arange(1, n + 1)
+            curves = np.array([[r.best_at(trials=int(x)) for x in xs] for r in runs])
+            mean = curves.mean(axis=0)
+            top = max(top, float(mean.max()))
+            style = "--" if agent in ABLATIONS.values() else "-"
+            ax.plot(xs, mean, color=f"C{i % 10}", linestyle=style, label=f"{agent} (n={len(runs)})",
+                    drawstyle="steps-post")
+            if len(runs) > 1:
+                half = t.ppf(0.975, len(runs) - 1) * curves.std(axis=0, ddof=1) / math.sqrt(len(runs))
+                ax.fill_between(xs, mean - half, mean + half, color=f"C{i % 10}", alpha=0.15, step="post")
+        label = (labels or {}).get(env_id, "")
+        ax.set(xlabel="measurements", ylabel="best GFLOP/s so far (mean, 95 % interval)",
+               title=f"{label} ({env_id})" if label else env_id)
+        ax.grid(alpha=0.3)
+        ax.set_ylim(0, 1.25 * top if top > 0 else 1.0)  # the means set the scale; wide intervals are clipped
+        ax.legend(fontsize=8, loc="lower right")
+        path = out / f"{slug(env_id)}.png"
+        fig.savefig(path, dpi=110)
+        paths.append(path)
+    return paths

@@ -1,0 +1,156 @@
+"""The methodology score: a search's best-so-far curve against random search (0) and the best known result (1).
+
+The score of *A Methodology for Comparing Auto-Tuning Optimization Algorithms*
+(Willemsen, van Nieuwpoort, van Werkhoven, Future Generation Computer Systems,
+2024), as the authors' ``autotuning-methodology`` package computes it, for a
+maximised objective (GFLOP/s). Over an x axis of function evaluations or of
+seconds:
+
+* ``C(x)``, the strategy's curve: the median over its runs of the best-so-far;
+* ``B(x)``, the random-search baseline: the value random search is expected to
+  have reached by ``x``;
+* ``O``, the optimum;
+* ``P(x) = (C(x) - B(x)) / (O - B(x))``, the standardised curve: 0 is random
+  search, 1 the optimum, below 0 worse than random;
+* the **score** is the mean of ``P`` over a uniform grid of the x range: the area
+  under ``P`` divided by the range's length.
+
+The package needs a brute-forced search space: its optimum is the true one, and
+its baseline is the value at the expected rank of the best of ``M`` draws
+without replacement from the whole space (the paper's eq. 6). tensorgym's spaces
+are far too large to enumerate, so (:func:`score_runs`):
+
+* ``O`` is the best result any run of the comparison found (the best *known*;
+  scores read higher than against the true optimum);
+* the space is represented by the random agent's own trials, a uniform sample of
+  it, failed kernels counting 0 GFLOP/s; ``B(M)`` is the exact expected best of
+  ``M`` draws *with* replacement from that sample,
+  ``sum_k v_(k) ((k/N)^M - ((k-1)/N)^M)`` over the sorted values ``v_(1..N)``
+  (:func:`expected_best`), the right model for a sample of a huge space, and
+  defined for fractional ``M``;
+* the x range is the comparison's own budget, 1..n trials, and over time
+  ``tpf .. n * tpf`` seconds of tuning clock, ``tpf`` being the random agent's
+  mean seconds per trial; at ``t`` seconds random search has made ``t / tpf``
+  draws: ``B(t) = expected_best(t / tpf)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensorgym.tuner import TuningResult
+
+TIME_GRID_POINTS = 256  # points of the uniform time grid (the package's default is 1000; the curves are step functions)
+
+
+def expected_best(values: Sequence[float], draws: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The expected best of ``draws`` (each >= 1, fractional allowed) uniform draws with replacement from ``values``."""
+    v = np.sort(np.asarray(values, dtype=float))
+    if v.size == 0 or not np.all(np.isfinite(v)):
+        raise ValueError("expected_best needs a non-empty sample of finite values")
+    m = np.asarray(draws, dtype=float)
+    if np.any(m < 1):
+        raise ValueError(f"the number of draws must be at least 1, got {m.min()}")
+    k = np.arange(1, v.size + 1, dtype=float) / v.size
+    # P(the best of M draws is the k-th smallest) = (k/N)^M - ((k-1)/N)^M
+    weights = k[None, :] ** m.reshape(-1, 1) - (k - 1.0 / v.size)[None, :] ** m.reshape(-1, 1)
+    return (weights @ v).reshape(m.shape)
+
+
+def median_curve(curves: Sequence[Sequence[float]]) -> np.ndarray:
+    """The point-by-point median of several runs' curves on one grid."""
+    return np.median(np.asarray(curves, dtype=float), axis=0)
+
+
+def standardise(curve: Sequence[float], baseline: Sequence[float], optimum: float) -> np.ndarray:
+    """``P = (C - B) / (O - B)``: 0 where the curve is the baseline, 1 where it is the optimum."""
+    baseline = np.asarray(baseline, dtype=float)
+    gap = optimum - baseline
+    if np.any(gap <= 0):
+        raise ValueError("the baseline reaches the optimum: the standardised curve is undefined")
+    return (np.asarray(curve, dtype=float) - baseline) / gap
+
+
+def score(curve: Sequence[float], baseline: Sequence[float], optimum: float) -> float:
+    """The methodology score: the mean over a uniform grid of the standardised curve."""
+    return float(np.mean(standardise(curve, baseline, optimum)))
+
+
+@dataclass(frozen=True)
+class Scores:
+    """An agent's methodology scores on one env (None: not defined, e.g. no random runs to compare with)."""
+
+    trials: float | None
+    time: float | None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What an env's runs are scored against: the random sample, its seconds per trial, the best known, the range."""
+
+    sample: np.ndarray  # GFLOP/s of the random agent's trials (failed: 0)
+    seconds_per_trial: float
+    optimum: float
+    trials: int  # the x range over trials is 1..trials
+
+    def baseline_trials(self) -> np.ndarray:
+        return expected_best(self.sample, np.arange(1, self.trials + 1))
+
+    def time_grid(self) -> np.ndarray:
+        return np.linspace(self.seconds_per_trial, self.trials * self.seconds_per_trial, TIME_GRID_POINTS)
+
+    def baseline_time(self) -> np.ndarray:
+        return expected_best(self.sample, self.time_grid() / self.seconds_per_trial)
+
+
+def best_known(runs: Mapping[str, Sequence[TuningResult]]) -> float:
+    """The best GFLOP/s any run's timeline reached (``agent -> results``): the score's optimum."""
+    return max((t.best_gflops for results in runs.values() for r in results for t in r.trials), default=0.0)
+
+
+def reference(runs: Mapping[str, Sequence[TuningResult]], budget: int | None, random_agent: str = "random"
+              ) -> Reference | None:
+    """The reference of one env's runs (``agent -> results``), or None when a score is not defined.
+
+    Undefined when there is no run of ``random_agent``, when nothing ran correctly, or
+    when random search's first draw is already expected to be the best known.
+    """
+    random_runs = [r for r in runs.get(random_agent, []) if r.trials]
+    if not random_runs:
+        return None
+    sample = np.array([t.gflops if t.status == "ok" and t.gflops else 0.0 for r in random_runs for t in r.trials])
+    optimum = best_known(runs)
+    trials = budget if budget is not None else min(len(r.trials) for r in random_runs)
+    seconds = sum(r.trials[-1].elapsed_s for r in random_runs) / sum(len(r.trials) for r in random_runs)
+    if optimum <= 0 or seconds <= 0 or not expected_best(sample, [1])[0] < optimum:
+        return None
+    return Reference(sample, seconds, optimum, trials)
+
+
+def score_runs(results: Sequence[TuningResult], ref: Reference | None) -> Scores:
+    """One agent's scores over trials and over time against ``ref`` (its runs' median curves)."""
+    runs = [r for r in results if r.trials]
+    if ref is None or not runs:
+        return Scores(None, None)
+    xs = range(1, ref.trials + 1)
+    by_trials = median_curve([[r.best_at(trials=m) for m in xs] for r in runs])
+    by_time = median_curve([[r.best_at(seconds=float(t)) for t in ref.time_grid()] for r in runs])
+    return Scores(score(by_trials, ref.baseline_trials(), ref.optimum),
+                  score(by_time, ref.baseline_time(), ref.optimum))
+
+
+def area_under_curve(result: TuningResult, trials: int, optimum: float) -> float | None:
+    """The area under one run's best-so-far curve over 1..``trials``, as a fraction of ``optimum``'s.
+
+    1 means the best known from the first trial on; the run's last best stands
+    for trials it did not make.
+    """
+    if not result.trials or optimum <= 0 or trials < 1:
+        return None
+    area = sum(result.best_at(trials=m) for m in range(1, trials + 1))
+    value = area / (trials * optimum)
+    return value if math.isfinite(value) else None

@@ -1,0 +1,85 @@
+"""The methodology score on hand-made curves: random search scores 0, the best known 1, halfway 0.5."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorgym.baselines import methodology
+from tensorgym.baselines.board import Leaderboard
+from tensorgym.tuner import Trial, TuningResult
+
+SAMPLE = [0.0, 10.0, 20.0, 30.0]  # GFLOP/s of four random trials (a failed kernel counts 0)
+
+
+def test_expected_best_of_random_draws_by_hand():
+    # best of 1 draw: the mean, 15; of 2: sum_k v_k ((k/4)^2 - ((k-1)/4)^2) = (0*1 + 10*3 + 20*5 + 30*7) / 16
+    assert methodology.expected_best(SAMPLE, [1, 2]) == pytest.approx([15.0, 340 / 16])
+    # fractional draws: the same formula with a real exponent, between the integer neighbours
+    between = methodology.expected_best(SAMPLE, [1.5])[0]
+    assert between == pytest.approx(sum(v * ((k / 4) ** 1.5 - ((k - 1) / 4) ** 1.5)
+                                        for k, v in enumerate(SAMPLE, start=1)))
+    assert 15.0 < between < 340 / 16
+    rng = np.random.default_rng(0)
+    simulated = rng.choice(SAMPLE, size=(200_000, 3)).max(axis=1).mean()
+    assert methodology.expected_best(SAMPLE, [3])[0] == pytest.approx(simulated, rel=0.01)
+    with pytest.raises(ValueError):
+        methodology.expected_best(SAMPLE, [0.5])
+
+
+def test_score_is_zero_for_random_one_for_the_optimum_and_between_in_between():
+    baseline = methodology.expected_best(SAMPLE, [1, 2, 3, 4])
+    optimum = 40.0
+    assert methodology.score(baseline, baseline, optimum) == pytest.approx(0.0)
+    assert methodology.score([optimum] * 4, baseline, optimum) == pytest.approx(1.0)
+    halfway = baseline + 0.5 * (optimum - baseline)
+    assert methodology.score(halfway, baseline, optimum) == pytest.approx(0.5)
+    # a curve that is the baseline for two points and the optimum for two: the mean of 0, 0, 1, 1
+    assert methodology.score([*baseline[:2], optimum, optimum], baseline, optimum) == pytest.approx(0.5)
+    assert methodology.score([0.0] * 4, baseline, optimum) < 0  # never better than nothing: worse than random
+    with pytest.raises(ValueError, match="baseline reaches the optimum"):
+        methodology.standardise([1.0], [40.0], 40.0)
+
+
+def _run(agent: str, gflops: list[float], seed: int, step_s: float = 1.0) -> TuningResult:
+    trials, best = [], 0.0
+    for i, g in enumerate(gflops):
+        best = max(best, g)
+        trials.append(Trial(i + 1, (i + 1) * step_s, None, "ok" if g else "build_error", g or None, best, True))
+    return TuningResult(agent, "w", "w", "tiles", "t", seed, len(gflops), None, trials, None, best)
+
+
+def _board() -> Leaderboard:
+    board = Leaderboard(env_ids=["E"], agents=["random", "perfect", "baseline", "halfway"], seeds=[0, 1], budget=4,
+                        trial_points=(4,), time_points=(2.0,))
+    board.results[("E", "random")] = [_run("random", SAMPLE, 0), _run("random", SAMPLE[::-1], 1)]
+    board.results[("E", "perfect")] = [_run("perfect", [40.0] * 4, s) for s in (0, 1)]
+    baseline = methodology.expected_best(SAMPLE, [1, 2, 3, 4])  # both random runs together hold SAMPLE twice
+    board.results[("E", "baseline")] = [_run("baseline", list(baseline), s) for s in (0, 1)]
+    board.results[("E", "halfway")] = [_run("halfway", list(baseline + 0.5 * (40.0 - baseline)), s) for s in (0, 1)]
+    return board
+
+
+def test_the_board_scores_each_agent_against_random_and_the_best_known():
+    board = _board()
+    ref = board.methodology_reference("E")
+    assert ref.optimum == 40.0 and sorted(ref.sample) == sorted(SAMPLE * 2) and ref.trials == 4
+    assert ref.seconds_per_trial == pytest.approx(1.0)
+    stats = {agent: board.stats("E", agent) for agent in board.agents}
+    assert stats["perfect"]["score"].mean == pytest.approx(1.0)
+    assert stats["perfect"]["score(t)"].mean == pytest.approx(1.0)  # the best known from its first second
+    assert stats["baseline"]["score"].mean == pytest.approx(0.0, abs=1e-12)
+    assert stats["halfway"]["score"].mean == pytest.approx(0.5)
+    assert -1.0 < stats["random"]["score"].mean < 0.5
+    # the area under the best-so-far curve, as a fraction of the best known's (4 trials x 40 GFLOP/s)
+    assert stats["random"]["AUC"].values == pytest.approx(((0 + 10 + 20 + 30) / 160, (30 * 4) / 160))
+    assert stats["perfect"]["AUC"].values == pytest.approx((1.0, 1.0))
+    assert board.to_json()["methodology"]["E"]["best_known_gflops"] == 40.0
+
+
+def test_without_random_runs_there_is_no_score():
+    board = _board()
+    board.agents = ["perfect"]
+    assert board.methodology_reference("E") is None
+    assert board.stats("E", "perfect")["score"].format() == "-"
+    assert board.stats("E", "perfect")["AUC"].mean == pytest.approx(1.0)  # the area needs no baseline
