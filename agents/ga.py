@@ -51,6 +51,12 @@ MutateParallel       0.01  the space always parallelises the fused S0 band,
                            one spatial loop
 =================  ======  ==================================================
 
+On a CUDA target the tiles space is Ansor's GPU sketch, and Ansor's GPU weights apply:
+``MutateTileSize`` 0.90, ``MutateAutoUnroll`` 0.10. In a template space (``cutlass``)
+the one rule ``knob`` gives a random knob another of its values. A child outside the
+space (beyond a GPU's thread, shared-memory or register limits, or a combination of
+template knobs that does not exist) is dropped, as Ansor drops invalid states.
+
 ``MutateTileSize`` (Ansor): pick a loop of extent > 1, randomly permute its
 levels; the first level ``src`` in that order whose tile is > 1 gives a random
 divisor (> 1) of its tile to the next level ``dst`` in the order (cyclically).
@@ -136,6 +142,10 @@ log = logging.getLogger(__name__)
 ANSOR_CPU_MUTATION_WEIGHTS: dict[str, float] = {
     "tile_size": 0.90, "unroll": 0.04, "compute_location": 0.05, "parallel": 0.01,
 }
+# Ansor's GPU mutation weights (tile_size .90, auto_unroll .10): the tiles space of a CUDA target.
+ANSOR_GPU_MUTATION_WEIGHTS: dict[str, float] = {"tile_size": 0.90, "unroll": 0.10}
+# Template spaces (cutlass) have no tiles: a mutation gives one knob another of its values.
+KNOB_MUTATION_WEIGHTS: dict[str, float] = {"knob": 1.0}
 
 
 # -- mutation and cross-over (pure functions of a config) ---------------------------------
@@ -189,12 +199,30 @@ def mutate_parallel(space: Space, config: Config, rng: np.random.Generator) -> C
     return mutate_tile_size(space, config, rng, levels=(0, 1), spatial_only=True)
 
 
+def mutate_knob(space: Space, config: Config, rng: np.random.Generator) -> Config | None:
+    """Another value for one knob (a coordinate of the space with more than one value)."""
+    coordinates = [c for c in space.coordinates if len(c.choices) > 1]
+    if not coordinates:
+        return None
+    coord = coordinates[int(rng.integers(len(coordinates)))]
+    others = [v for v in coord.choices if v != config[coord.knob]]
+    return config.replace(**{coord.knob: others[int(rng.integers(len(others)))]})
+
+
 MUTATIONS: dict[str, Callable[[Space, Config, np.random.Generator], Config | None]] = {
     "tile_size": mutate_tile_size,
     "unroll": mutate_unroll,
     "compute_location": mutate_compute_location,
     "parallel": mutate_parallel,
+    "knob": mutate_knob,
 }
+
+
+def default_mutation_weights(space: Space) -> dict[str, float]:
+    """Ansor's rule weights for the space's target (CPU or GPU tiles, mapping); one knob rule for template spaces."""
+    if space.name not in ("tiles", "mapping"):
+        return dict(KNOB_MUTATION_WEIGHTS)
+    return dict(ANSOR_GPU_MUTATION_WEIGHTS if space.target.kind == "cuda" else ANSOR_CPU_MUTATION_WEIGHTS)
 
 
 def rules_view(space: Space, config: Config):
@@ -232,12 +260,13 @@ class GAAgent(SearchAgent):
         eps_greedy: share of each batch drawn at random (Ansor: 0.05, i.e. 3 of 64).
         init_measured_ratio: share of the initial population taken from the best measured configs (0.2).
         num_warmup_sample: measurements before the model's scores are trusted (Ansor: 100; here 64).
-        mutation_weights: rule -> weight (default: Ansor's CPU weights).
+        mutation_weights: rule -> weight (default: Ansor's CPU or GPU weights for the tiles space of
+            the target, the ``knob`` rule for template spaces).
         model_options: keyword arguments of :class:`~tensorgym.agents.cost_model.CostModel`.
     """
 
     name = "ga"
-    spaces = ("tiles", "mapping")
+    spaces = ("tiles", "mapping", "cutlass")
 
     default_model = "log-shallow"
 
@@ -261,12 +290,13 @@ class GAAgent(SearchAgent):
         if mutation_weights is not None and not isinstance(mutation_weights, Mapping):
             raise InvalidTypeError(f"mutation_weights is a dict of rule -> weight, got "
                                    f"{type(mutation_weights).__name__}")
-        weights = dict(ANSOR_CPU_MUTATION_WEIGHTS if mutation_weights is None else mutation_weights)
-        unknown = set(weights) - set(MUTATIONS)
-        if (unknown or not weights or not all(is_number(w) and math.isfinite(w) for w in weights.values())
-                or min(weights.values()) < 0 or sum(weights.values()) <= 0):
-            raise InvalidArgumentError(f"mutation_weights maps rules {sorted(MUTATIONS)} to non-negative weights "
-                             f"(not all zero); got {weights}")
+        if mutation_weights is not None:  # None: the space's own (default_mutation_weights), chosen in the search
+            weights = dict(mutation_weights)
+            unknown = set(weights) - set(MUTATIONS)
+            if (unknown or not weights or not all(is_number(w) and math.isfinite(w) for w in weights.values())
+                    or min(weights.values()) < 0 or sum(weights.values()) <= 0):
+                raise InvalidArgumentError(f"mutation_weights maps rules {sorted(MUTATIONS)} to non-negative "
+                                           f"weights (not all zero); got {weights}")
         self.features = features
         self.model = model
         self.population = int(population)
@@ -277,9 +307,7 @@ class GAAgent(SearchAgent):
         self.eps_greedy = float(eps_greedy)
         self.init_measured_ratio = float(init_measured_ratio)
         self.num_warmup_sample = int(num_warmup_sample)
-        self._rules = list(weights)
-        total = sum(weights.values())
-        self._rule_p = np.array([weights[r] / total for r in self._rules])
+        self.mutation_weights = None if mutation_weights is None else dict(mutation_weights)
         self.model_options = dict(model_options or {})
 
     # -- the search ------------------------------------------------------------------------
@@ -372,8 +400,12 @@ class GAAgent(SearchAgent):
                 scorer: Callable[[list[Config]], np.ndarray], out_size: int) -> list[Config]:
         """Ansor's EvolutionarySearch: the ``out_size`` best-scored unmeasured configs met, best first."""
         space = tuner.space
-        # Where a candidate's register rule constrains tiles beyond their divisibility (mapping), children are checked.
-        check_children = hasattr(space, "tiling_of")
+        weights = self.mutation_weights if self.mutation_weights is not None else default_mutation_weights(space)
+        rule_names = list(weights)
+        rule_p = np.array([weights[r] for r in rule_names]) / sum(weights.values())
+        # Children are checked where the space constrains configs beyond the tiles' divisibility: a mapping
+        # candidate's register rule, a GPU's thread, shared-memory and register limits, a template's combinations.
+        check_children = hasattr(space, "tiling_of") or space.name != "tiles" or space.target.kind != "llvm"
         best: dict[Config, float] = {}
         pop = list(population)
         for generation in range(self.generations + 1):
@@ -396,14 +428,14 @@ class GAAgent(SearchAgent):
                 mates = rng.choice(len(pop), size=need, p=p)
                 cross = rng.random(need) < self.crossover_prob
                 mutate = rng.random(need) < self.mutation_prob
-                rules = rng.choice(len(self._rules), size=need, p=self._rule_p)
+                rules = rng.choice(len(rule_names), size=need, p=rule_p)
                 for i in range(need):
                     child = pop[parents[i]]
                     mate = pop[mates[i]]
                     if cross[i] and space.candidate_of(child) == space.candidate_of(mate):  # same knobs
                         child = crossover(child, mate, rng)
                     if mutate[i]:
-                        child = MUTATIONS[self._rules[rules[i]]](rules_view(space, child), child, rng)
+                        child = MUTATIONS[rule_names[rules[i]]](rules_view(space, child), child, rng)
                         if child is None:
                             continue
                     if check_children and not space.is_valid(child):

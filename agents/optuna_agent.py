@@ -28,6 +28,10 @@ run has not measured (``tuner.sample``) through ``study.enqueue_trial``, so a
 converged sampler cannot loop forever; when no unmeasured config is left the
 search ends early.
 
+**Limits.** On a GPU the tiles space also bounds threads, shared memory and registers
+per block; a repaired config beyond them is told 0 GFLOP/s without being built, and
+costs no budget (it counts towards the duplicates in a row, above).
+
 **Failures.** A kernel that fails to build, crashes, times out or computes a
 wrong result is told the value 0 GFLOP/s (the study maximises GFLOP/s), so
 samplers learn to avoid its region; a FAIL state would hide it from TPE and
@@ -345,6 +349,11 @@ class OptunaAgent(SearchAgent):
                     in_a_row = 0
                 trial = study.ask(distributions)
                 config = params.config(trial.params)
+                if not tuner.space.is_valid(config):  # beyond a GPU's limits: nothing to build, learn it is bad
+                    study.tell(trial, 0.0)
+                    stats["outside_limits"] = stats.get("outside_limits", 0) + 1
+                    in_a_row += 1
+                    continue
                 known = tuner.seen(config)
                 if known is not None:
                     self._tell(study, trial, known)

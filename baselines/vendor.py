@@ -1,4 +1,5 @@
-"""Vendor-library references: the same layer computed by oneDNN, MKL or OpenBLAS, the way a user on this CPU would.
+"""Vendor-library references: the same layer computed by oneDNN, MKL or OpenBLAS, the way a user on this CPU would,
+or on a GPU by cuBLAS and cuDNN (through PyTorch).
 
 Each reference is timed in its own fresh worker process, with every core, the
 same :class:`~tensorgym.measure.TimingProtocol` as tensorgym's kernels (so it
@@ -50,6 +51,18 @@ weights with the former, one that packs its weights itself with the latter.
 supports. ``time_vendor(..., native_blas=True)`` clears them in the vendor's
 own process only (benchmarks do; tests and CI keep the machine's environment),
 and the result says so (``VendorResult.environment``).
+
+**GPUs.** For a CUDA target (``target=``, a :class:`~tensorgym.target.Target` of kind
+``"cuda"``) the references run on the GPU, timed as tensorgym's CUDA kernels are
+(:data:`~tensorgym.measure.runner.GPU_TIMING`: CUDA events, one call per sample, the L2
+flushed before each), with NVML's clocks recorded (``VendorResult.device_state``):
+
+* ``cublas``: ``torch.mm``; float16/bf16 inputs give an fp32 output (``out_dtype``, summed
+  in fp32) where the PyTorch build has it, else the library's 16-bit output (said in
+  ``library``); float32 in full fp32 (TF32 off), ``cublas-tf32`` with TF32 tensor cores;
+* ``cudnn``: ``torch.nn.functional.conv2d`` with cuDNN's autotuner (``benchmark``) on,
+  NCHW or channels-last (``NHWC``); float32 with TF32 off (``cudnn-tf32``: on); float16/bf16
+  convolutions write 16-bit outputs (cuDNN through PyTorch has no fp32 output for them).
 """
 
 from __future__ import annotations
@@ -64,9 +77,10 @@ from typing import Any
 from tensorgym.errors import TensorgymError
 from tensorgym.measure.contention import is_busy
 from tensorgym.measure.protocol import TimingProtocol
+from tensorgym.measure.runner import GPU_TIMING
 from tensorgym.measure.worker import Worker
 from tensorgym.record import summarize_samples
-from tensorgym.target import local_cpu
+from tensorgym.target import Target, local_cpu
 from tensorgym.workloads import Conv2d, Matmul, Workload
 
 BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what ``native_blas=True`` clears
@@ -81,7 +95,7 @@ class VendorUnavailable(TensorgymError, RuntimeError):
 class VendorResult:
     library: str  # e.g. "torch 2.13.0 oneDNN [brg_conv_fwd:avx512_core]": the library and its kernel family
     layout: str  # e.g. "NHWC" or "NHWC, weights pre-packed"
-    backend: str  # what time_vendor takes: "torch", "onednn", "mkl" or "numpy"
+    backend: str  # what time_vendor takes: "torch", "onednn", "mkl", "numpy"; on a GPU "cublas", "cudnn", ...
     latency_s: float
     latency_cv: float
     samples: tuple[float, ...]
@@ -92,6 +106,7 @@ class VendorResult:
     contention: float | None = None  # CPU contention share of the timing (see tensorgym.measure.contention)
     environment: str = ""  # e.g. "OPENBLAS_CORETYPE cleared" (native_blas)
     choice: str = ""  # the layout argument of time_vendor that made it
+    device_state: tuple[tuple[str, float], ...] = ()  # a GPU's clocks while timing (NVML)
 
     @property
     def busy(self) -> bool:
@@ -102,8 +117,17 @@ class VendorResult:
         return asdict(self)
 
 
-def vendor_choices(workload: Workload) -> list[tuple[str, str]]:
-    """``(backend, layout)`` pairs available for a workload, the primary reference first."""
+def vendor_choices(workload: Workload, target: Target | None = None) -> list[tuple[str, str]]:
+    """``(backend, layout)`` pairs available for a workload on ``target`` (default: this CPU), the primary first."""
+    if target is not None and target.kind == "cuda":
+        if workload.dtype == "int8" or (isinstance(workload, Conv2d) and workload.layout != "NCHW"):
+            return []
+        tf32 = workload.dtype == "float32"
+        if isinstance(workload, Conv2d):
+            return [("cudnn", "NCHW"), ("cudnn", "NHWC")] + ([("cudnn-tf32", "NHWC")] if tf32 else [])
+        if isinstance(workload, Matmul):
+            return [("cublas", "row-major")] + ([("cublas-tf32", "row-major")] if tf32 else [])
+        return []
     if workload.dtype == "int8":
         if isinstance(workload, Conv2d):
             return [("torch", "quantized pre-packed")]
@@ -139,25 +163,32 @@ def ratio_text(gflops: float | None, ref: "VendorResult | dict[str, Any]", *, ke
 
 def time_vendor(workload: Workload, library: str | None = None, layout: str | None = None, *,
                 protocol: TimingProtocol | None = None, timeout: float = 600.0,
-                native_blas: bool = False) -> VendorResult:
+                native_blas: bool = False, target: Target | None = None) -> VendorResult:
     """Time a vendor reference on ``workload`` in a fresh process (default: the primary one).
 
-    ``native_blas`` clears :data:`BLAS_OVERRIDES` in the vendor's process (see the module docs).
+    ``native_blas`` clears :data:`BLAS_OVERRIDES` in the vendor's process (see the module docs). With a
+    CUDA ``target`` the libraries are the GPU's (cuBLAS, cuDNN) and the protocol defaults to the GPU one.
     """
-    choices = vendor_choices(workload)
+    choices = vendor_choices(workload, target)
     if not choices:
-        raise VendorUnavailable(f"no vendor reference for {workload.op}")
+        raise VendorUnavailable(f"no vendor reference for {workload.op}"
+                                + (f" {workload.dtype} on {target.label}" if target is not None else ""))
     library = library or choices[0][0]
     layout = layout or next((lay for lib, lay in choices if lib == library), "")
     if (library, layout) not in choices:
         raise ValueError(f"no {library} {layout} reference for {workload.op}; choices: {choices}")
     cleared = [k for k in BLAS_OVERRIDES if k in os.environ] if native_blas else []
+    gpu = target is not None and target.kind == "cuda"
     with tempfile.TemporaryDirectory(prefix="tensorgym-vendor-") as logs:
         worker = Worker("vendor", logs, env={"OMP_NUM_THREADS": str(local_cpu().num_cores)},
                         block_torch=False, preload=(), unset=BLAS_OVERRIDES if native_blas else ())
         try:
-            outcome = worker.call("tensorgym.baselines.vendor:_time_here", workload, library, layout,
-                                  protocol or TimingProtocol(), local_cpu().num_cores, timeout=timeout)
+            if gpu:
+                outcome = worker.call("tensorgym.baselines.vendor:_time_here_cuda", workload, library, layout,
+                                      protocol or GPU_TIMING, timeout=timeout)
+            else:
+                outcome = worker.call("tensorgym.baselines.vendor:_time_here", workload, library, layout,
+                                      protocol or TimingProtocol(), local_cpu().num_cores, timeout=timeout)
         finally:
             worker.close()
     if not outcome.ok:
@@ -361,3 +392,78 @@ def _torch_call(torch, workload: Workload, library: str, layout: str, inputs):
     if layout == "pre-packed":
         weight = torch.ops.mkldnn._reorder_linear_weight(weight, workload.M)
     return (lambda: torch.ops.mkldnn._linear_pointwise(a, weight, None, "none", [], "")), f"torch {version} oneDNN"
+
+
+def _time_here_cuda(workload: Workload, library: str, layout: str, protocol: TimingProtocol) -> dict:
+    """Runs in the vendor worker: cuBLAS / cuDNN through PyTorch on GPU 0, timed like tensorgym's CUDA kernels."""
+    import torch
+
+    from tensorgym.cuda.driver import GpuClocks
+    from tensorgym.measure.tasks import relative_error
+
+    if not torch.cuda.is_available():
+        raise VendorUnavailable(f"this PyTorch ({torch.__version__}) sees no CUDA GPU")
+    device = torch.device("cuda", 0)
+    tf32 = library.endswith("-tf32")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True  # cuDNN's autotuner picks its fastest algorithm for the shape
+    inputs = workload.random_inputs(seed=0)
+    reference = workload.reference(*inputs)
+    dtype = {"float32": torch.float32, "float16": torch.float16, "bf16": torch.bfloat16}[workload.dtype]
+    # NumPy has no bf16 torch understands: go through fp32 (exact, the values are bf16 already).
+    a, b = (torch.from_numpy(x.astype("float32")).to(device=device, dtype=dtype) for x in inputs)
+    version = torch.__version__.split("+")[0]
+    with torch.no_grad():
+        if isinstance(workload, Conv2d):
+            if layout == "NHWC":
+                a = a.contiguous(memory_format=torch.channels_last)
+                b = b.contiguous(memory_format=torch.channels_last)
+            kernel = f"cuDNN {torch.backends.cudnn.version()}"
+
+            def call():
+                return torch.nn.functional.conv2d(a, b, stride=workload.stride, padding=workload.padding)
+        else:
+            kernel = "cuBLAS"
+
+            def call():
+                return torch.mm(a, b)
+
+            if dtype != torch.float32:
+                try:
+                    torch.mm(a, b, out_dtype=torch.float32)
+
+                    def call():
+                        return torch.mm(a, b, out_dtype=torch.float32)
+                except (TypeError, RuntimeError):
+                    kernel += f" ({workload.dtype} output)"
+        if dtype != torch.float32 and isinstance(workload, Conv2d):
+            kernel += f" ({workload.dtype} output)"
+        if tf32:
+            kernel += " TF32"
+        out = call().float().contiguous().cpu().numpy()
+        flush = torch.empty(2 * torch.cuda.get_device_properties(device).L2_cache_size, dtype=torch.uint8,
+                            device=device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def time_samples(number: int, repeat: int) -> list[float]:
+            samples = []
+            for _ in range(repeat):
+                flush.zero_()  # cold L2, as for tensorgym's kernels
+                start.record()
+                for _ in range(number):
+                    call()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end) / 1e3 / number)
+            return samples
+
+        clocks = GpuClocks(0)
+        first = protocol.first_call(lambda: (call(), torch.cuda.synchronize()))
+        timing = protocol.run(first, time_samples)
+        state = clocks.read()
+    median, cv = summarize_samples(timing.samples)
+    return {"library": f"torch {version} {kernel}", "layout": layout, "backend": library, "latency_s": median,
+            "latency_cv": cv, "samples": tuple(timing.samples), "gflops": workload.gflops(median),
+            "max_rel_error": relative_error(out, reference), "kernel": kernel, "contention": timing.contention,
+            "device_state": tuple(sorted(state.items()))}

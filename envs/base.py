@@ -59,7 +59,8 @@ class TuningEnv(gym.Env, Generic[SpaceT]):
 
     Args:
         workload: the operator instance to tune.
-        target: ``"llvm"`` (the local CPU, default) or a :class:`~tensorgym.target.Target`.
+        target: ``"llvm"`` (the local CPU, default), ``"cuda"`` (this machine's GPU; the ``tiles`` space
+            is then Ansor's GPU sketch) or a :class:`~tensorgym.target.Target`.
         db: a :class:`~tensorgym.database.Database`, a path to its SQLite file (default:
             :func:`tensorgym.database.default_path`, ``$TENSORGYM_DB`` or
             ``~/.cache/tensorgym/records.db``), or ``":memory:"`` for a temporary one;

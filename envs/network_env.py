@@ -165,7 +165,8 @@ class NetworkEnv(gym.Env):
         self.agent_options = dict(agent_options or {})
         if backend == "tvm":
             make_agent(self.agent_name, **self.agent_options).check_space(space)  # fails early, with a message
-        supported = getattr(space_class(space), "supported_dtypes", None)  # spaces that declare their dtypes
+        # Spaces that declare their dtypes (the implementation for this target's kind: make_space builds it).
+        supported = getattr(space_class(space).for_target(self.target), "supported_dtypes", None)
         unsupported = sorted({t.workload.dtype for t in self.network.tasks} - set(supported or ()))
         if supported is not None and unsupported:
             raise InvalidArgumentError(f"the {space!r} space schedules {', '.join(supported)}, not "

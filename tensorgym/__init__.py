@@ -13,7 +13,7 @@ from .errors import TensorgymError
 from .networks import NETWORKS, Network, network
 from .record import Record, Status
 from .measure.rpc import remote_target
-from .target import local_cpu
+from .target import cuda_target, local_cpu
 from .workloads import conv2d, matmul
 
 from . import envs  # noqa: E402  (registers the environments)
@@ -25,4 +25,4 @@ except _metadata.PackageNotFoundError:  # running from a source tree that was ne
     __version__ = "0+unknown"
 
 __all__ = ["NETWORKS", "Config", "ConfigError", "Database", "Network", "Record", "Status", "TensorgymError", "conv2d",
-           "envs", "local_cpu", "make_env", "matmul", "network", "remote_target", "workloads"]
+           "cuda_target", "envs", "local_cpu", "make_env", "matmul", "network", "remote_target", "workloads"]

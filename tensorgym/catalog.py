@@ -28,6 +28,7 @@ SPACES: dict[str, str] = {
     "microkernel": "tensorgym.spaces.microkernel:MicrokernelSpace",
     "mapping": "tensorgym.spaces.mapping:MappingSpace",
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleSpace",
+    "cutlass": "tensorgym.spaces.cutlass:CutlassSpace",
 }
 
 # Environment classes: the name of the space they work in -> class (``TuningEnv.space_name``).
@@ -35,6 +36,7 @@ ENVS: dict[str, str] = {
     "tiles": "tensorgym.envs.tile_hop:TileHopEnv",
     "microkernel": "tensorgym.envs.microkernel_env:MicrokernelEnv",
     "mapping": "tensorgym.envs.mapping_env:MappingEnv",
+    "cutlass": "tensorgym.envs.cutlass_env:CutlassEnv",
 }
 
 # Agents: name -> class (``Agent.name``).
@@ -49,6 +51,7 @@ AGENTS: dict[str, str] = {
     "metaschedule": "tensorgym.baselines.metaschedule:MetaScheduleAgent",
     "rl": "tensorgym.agents.rl.agent:RLAgent",
     "one-shot": "tensorgym.agents.oneshot.agent:OneShotAgent",
+    "exhaustive": "tensorgym.agents.exhaustive:ExhaustiveAgent",
 }
 
 # Task schedulers of networks: name -> class (``name`` attribute); ``tune(network_env, budget, ...)``.
@@ -100,8 +103,13 @@ def scheduler_class(name: str) -> type:
 
 
 def make_space(name: str, workload, target, **options: Any):
-    """The space named ``name`` over ``workload`` on ``target``, built with ``options`` (its own keyword arguments)."""
-    cls = space_class(name)
+    """The space named ``name`` over ``workload`` on ``target``, built with ``options`` (its own keyword arguments).
+
+    A space with an implementation per target kind gives the one of ``target``'s kind (the ``tiles``
+    space of a CUDA target is a GPU sketch, :meth:`~tensorgym.spaces.base.Space.for_target`), and
+    ``options`` are checked against that implementation's.
+    """
+    cls = space_class(name).for_target(target)
     _check_options(f"space {name!r}", cls, options, skip=("workload", "target"))
     return cls(workload, target, **options)
 

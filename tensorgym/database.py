@@ -31,7 +31,7 @@ from .errors import InvalidArgumentError, InvalidTypeError, TensorgymError
 from .target import Target
 from .workloads import Workload
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_DB_ENV = "TENSORGYM_DB"
 
 
@@ -65,22 +65,25 @@ CREATE TABLE IF NOT EXISTS records (
     timing TEXT NOT NULL DEFAULT 'full',
     contention REAL,
     dropped INTEGER NOT NULL DEFAULT 0,
+    device_state TEXT NOT NULL DEFAULT '{}',
     UNIQUE (workload, target, space, config)
 );
 CREATE INDEX IF NOT EXISTS records_by_speed ON records (workload, target, space, gflops);
 """
 
 _COLUMNS_WRITTEN = ("workload, target, space, config, status, latency_s, latency_cv, samples, number, gflops, "
-                    "build_s, run_s, wall_s, error, created, timing, contention, dropped")
+                    "build_s, run_s, wall_s, error, created, timing, contention, dropped, device_state")
 _COLUMNS = "id, " + _COLUMNS_WRITTEN
 
 # Schema migrations: version -> statements that bring a file of that version to the next one.
 # Version 2 records how each latency was measured (timing: full or short) and the CPU contention
-# seen while it was (NULL for records made before: not known).
+# seen while it was (NULL for records made before: not known). Version 3 records what the runner
+# read from the device while timing (a GPU's clocks; '{}' for records made before and on CPUs).
 _MIGRATIONS = {
     1: ("ALTER TABLE records ADD COLUMN timing TEXT NOT NULL DEFAULT 'full'",
         "ALTER TABLE records ADD COLUMN contention REAL",
         "ALTER TABLE records ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0"),
+    2: ("ALTER TABLE records ADD COLUMN device_state TEXT NOT NULL DEFAULT '{}'",),
 }
 
 
@@ -326,14 +329,15 @@ class Database:
             raise DatabaseError(f"{self.path} was opened read-only; open it with readonly=False to store records")
         with self._writing(f"the measurement of {record.config.key}"):
             self._conn.execute(
-                f"INSERT INTO records ({_COLUMNS_WRITTEN}) VALUES ({', '.join('?' * 18)}) "
+                f"INSERT INTO records ({_COLUMNS_WRITTEN}) VALUES ({', '.join('?' * 19)}) "
                 f"ON CONFLICT (workload, target, space, config) DO UPDATE SET "
                 f"{', '.join(f'{c} = excluded.{c}' for c in _COLUMNS_WRITTEN.split(', ')[4:])} "
                 f"WHERE records.status = '{Status.INFRA_ERROR.value}'",
                 (record.workload, record.target, record.space, record.config.key, record.status.value,
                  record.latency_s, record.latency_cv, json.dumps(list(record.samples)), record.number, record.gflops,
                  record.build_s, record.run_s, record.wall_s, record.error, record.created or time.time(),
-                 record.timing, record.contention, record.dropped),
+                 record.timing, record.contention, record.dropped,
+                 json.dumps(dict(record.device_state), sort_keys=True)),
             )
         stored = self.get(record.workload, record.target, record.space, record.config)
         assert stored is not None
@@ -365,7 +369,7 @@ class Database:
 
         For a kernel first timed short (or on a busy machine) that turned out to
         matter: the row keeps its identity and status, takes ``timed``'s latency,
-        samples, timing mode and contention, and adds its run and wall seconds to
+        samples, timing mode, contention and device state, and adds its run and wall seconds to
         what the row had cost (the clock of a replayed trial charges both).
         """
         if stored.id is None:
@@ -375,9 +379,11 @@ class Database:
         with self._writing(f"the new timing of {stored.config.key}"):
             self._conn.execute(
                 "UPDATE records SET latency_s = ?, latency_cv = ?, samples = ?, number = ?, gflops = ?, "
-                "run_s = run_s + ?, wall_s = wall_s + ?, timing = ?, contention = ?, dropped = ? WHERE id = ?",
+                "run_s = run_s + ?, wall_s = wall_s + ?, timing = ?, contention = ?, dropped = ?, device_state = ? "
+                "WHERE id = ?",
                 (timed.latency_s, timed.latency_cv, json.dumps(list(timed.samples)), timed.number, timed.gflops,
-                 timed.run_s, timed.wall_s, timed.timing, timed.contention, timed.dropped, stored.id),
+                 timed.run_s, timed.wall_s, timed.timing, timed.contention, timed.dropped,
+                 json.dumps(dict(timed.device_state), sort_keys=True), stored.id),
             )
         fresh = self.get(stored.workload, stored.target, stored.space, stored.config)
         assert fresh is not None
@@ -444,12 +450,12 @@ def _where(**filters: str | None) -> tuple[str, tuple]:
 
 def _record(row: Iterable) -> Record:
     (rid, workload, target, space, config, status, latency_s, latency_cv, samples, number, gflops, build_s, run_s,
-     wall_s, error, created, timing, contention, dropped) = row
+     wall_s, error, created, timing, contention, dropped, device_state) = row
     return Record(workload=workload, target=target, space=space, config=Config.from_json(config),
                   status=Status(status), latency_s=latency_s, latency_cv=latency_cv,
                   samples=tuple(json.loads(samples)), number=number, gflops=gflops, build_s=build_s, run_s=run_s,
                   wall_s=wall_s, error=error, created=created, timing=timing, contention=contention, dropped=dropped,
-                  id=rid)
+                  device_state=tuple(sorted(json.loads(device_state).items())), id=rid)
 
 
 # -- opening: causes -----------------------------------------------------------------------------------------------

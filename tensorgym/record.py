@@ -46,6 +46,9 @@ class Record:
     its check and timing; ``wall_s`` is what the measurement added to the wall
     clock of the run that made it (its share of the parallel build phase plus
     ``run_s``): tuning clocks charge it, also when a record is replayed.
+    ``device_state`` holds what the runner read from the device while timing, as
+    sorted ``(name, value)`` pairs (a GPU's SM and memory clocks in MHz, temperature,
+    power, NVML's clock-event reasons; empty on a CPU): ``dict(record.device_state)``.
 
     How the latency was measured: ``timing`` is ``"full"`` (the whole timing
     protocol) or ``"short"`` (one sample: the kernel was already several times
@@ -74,6 +77,7 @@ class Record:
     timing: str = "full"
     contention: float | None = None
     dropped: int = 0
+    device_state: tuple[tuple[str, float], ...] = ()
     id: int | None = field(default=None, compare=False)
 
     @property

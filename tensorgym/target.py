@@ -1,12 +1,17 @@
-"""Where kernels run: the local CPU (the embedded default), or a CPU reached through TVM RPC.
+"""Where kernels run: the local CPU (the embedded default), a CPU reached through TVM RPC, or an NVIDIA GPU.
 
 A :class:`Target` describes the hardware that matters for tuning (vector width,
-cores, cache sizes) and carries a *fingerprint* that keys measurements in the
-database: records taken on another CPU model, ISA, core count or TVM version
-never mix with this machine's.
+cores, cache sizes; for a GPU its :class:`CudaDevice`: SMs, per-block limits,
+clocks, driver) and carries a *fingerprint* that keys measurements in the
+database: records taken on another CPU model, ISA, core count, GPU, driver or
+TVM version never mix with this machine's.
 
 Reading the machine needs no TVM import: the LLVM ``mcpu`` is resolved inside
-the build workers, where TVM is loaded anyway.
+the build workers, where TVM is loaded anyway. ``target="cuda"`` reads the
+local GPU through the CUDA driver (``cuda-bindings``) and NVML; without a
+usable GPU it raises one :class:`TargetError` that lists what is missing.
+:func:`cuda_target` describes a known GPU (an H100, say) without one, for
+tests and code generation.
 
 A *remote* target (:func:`tensorgym.remote_target`) is a CPU on another machine
 that a device server (``tensorgym rpc-server``) serves through a TVM RPC
@@ -19,6 +24,7 @@ reported are not part of the fingerprint.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -46,8 +52,58 @@ _LLVM_FEATURES = {
 }
 
 
+CUDA_DEVICE_ENV = "TENSORGYM_CUDA_DEVICE"
+
+
 class TargetError(TensorgymError, ValueError):
     """The requested target is not available on this machine."""
+
+
+@dataclass(frozen=True)
+class CudaDevice:
+    """An NVIDIA GPU as tuning sees it: its limits, its clocks, and the software that drives it.
+
+    Byte counts are bytes, clocks MHz. ``driver`` and ``toolkit`` (the CUDA driver and nvcc
+    versions) are empty in a description made without the GPU (:func:`cuda_target`).
+    """
+
+    name: str  # e.g. "NVIDIA H100 80GB HBM3"
+    compute_capability: tuple[int, int]  # (9, 0) for Hopper
+    num_sms: int
+    l2_bytes: int
+    memory_bytes: int
+    max_sm_clock_mhz: int
+    max_memory_clock_mhz: int
+    max_threads_per_block: int = 1024
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
+    max_shared_memory_per_block: int = 48 * 1024  # without opting in (static __shared__ arrays)
+    max_shared_memory_per_block_optin: int = 48 * 1024  # dynamic shared memory, after cuFuncSetAttribute
+    shared_memory_per_sm: int = 64 * 1024
+    registers_per_block: int = 65536
+    registers_per_sm: int = 65536
+    max_registers_per_thread: int = 255
+    warp_size: int = 32
+    driver: str = ""
+    toolkit: str = ""
+
+    @property
+    def arch(self) -> str:
+        """The ``sm_XY`` name nvcc and TVM take (``sm_90`` for an H100)."""
+        return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
+
+
+# Descriptions of GPUs from their data sheets and CUDA's device properties, for work without one.
+KNOWN_GPUS: dict[str, CudaDevice] = {
+    "h100": CudaDevice(
+        name="NVIDIA H100 80GB HBM3", compute_capability=(9, 0), num_sms=132, l2_bytes=50 * 1024 * 1024,
+        memory_bytes=80 * 1024**3, max_sm_clock_mhz=1980, max_memory_clock_mhz=2619,
+        max_shared_memory_per_block_optin=227 * 1024, shared_memory_per_sm=228 * 1024),
+    "a100": CudaDevice(
+        name="NVIDIA A100-SXM4-80GB", compute_capability=(8, 0), num_sms=108, l2_bytes=40 * 1024 * 1024,
+        memory_bytes=80 * 1024**3, max_sm_clock_mhz=1410, max_memory_clock_mhz=1593,
+        max_shared_memory_per_block_optin=163 * 1024, shared_memory_per_sm=164 * 1024),
+}
 
 
 @dataclass(frozen=True)
@@ -101,6 +157,7 @@ class Target:
     tvm_version: str
     mcpu: str | None = None  # None: the device's own CPU, as LLVM names it
     extra: tuple[tuple[str, Any], ...] = field(default=())
+    device: CudaDevice | None = None  # the GPU of a "cuda" target (the CPU fields then describe its host)
     # Not part of the fingerprint: LLVM's name for the device's CPU when it was read on the device
     # (a remote target; None: ask LLVM on this machine), and where a remote device is reached.
     system_mcpu: str | None = None
@@ -121,15 +178,25 @@ class Target:
 
     @property
     def fingerprint(self) -> str:
-        """Stable 16-hex-digit id of (hardware, ISA, cores, TVM version, target kind)."""
-        ident = {
-            "kind": self.kind, "cpu": self.cpu_model, "flags": sorted(self.cpu_flags),
-            "cores": self.num_cores, "tvm": self.tvm_version, "mcpu": self.mcpu, "extra": list(self.extra),
-        }
+        """Stable 16-hex-digit id of (hardware, ISA, cores, TVM version, target kind).
+
+        A CUDA target is identified by its GPU (name, SMs, limits, clocks, driver, toolkit) and
+        the TVM version: its host CPU does not time kernels.
+        """
+        if self.device is not None:
+            ident = {"kind": self.kind, "device": asdict(self.device), "tvm": self.tvm_version,
+                     "extra": list(self.extra)}
+        else:
+            ident = {
+                "kind": self.kind, "cpu": self.cpu_model, "flags": sorted(self.cpu_flags),
+                "cores": self.num_cores, "tvm": self.tvm_version, "mcpu": self.mcpu, "extra": list(self.extra),
+            }
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
     def label(self) -> str:
+        if self.device is not None:
+            return f"{self.kind}:{self.device.name} ({self.device.arch}, {self.device.num_sms} SMs)"
         where = f" via rpc {self.remote.address}" if self.remote is not None else ""
         return f"{self.kind}:{self.cpu_model} x{self.num_cores}{where}"
 
@@ -137,6 +204,15 @@ class Target:
         """The ``tvm.target.Target``; call only where TVM is imported (workers)."""
         import tvm
 
+        if self.kind == "cuda" and self.device is not None:
+            gpu = self.device
+            # The shared-memory limit is the opt-in one: kernels above 48 KiB use dynamic shared memory.
+            return tvm.target.Target({
+                "kind": "cuda", "arch": gpu.arch, "max_threads_per_block": gpu.max_threads_per_block,
+                "max_num_threads": gpu.max_threads_per_block, "thread_warp_size": gpu.warp_size,
+                "max_shared_memory_per_block": gpu.max_shared_memory_per_block_optin,
+                "registers_per_block": gpu.registers_per_block, "l2_cache_size_bytes": gpu.l2_bytes,
+            }, host={"kind": "llvm"})
         if self.kind != "llvm":
             raise TargetError(f"target kind {self.kind!r} cannot be built here")
         mcpu = self.mcpu or self.system_mcpu or tvm.target.codegen.llvm_get_system_cpu()
@@ -169,6 +245,10 @@ class Target:
         values["extra"] = tuple(tuple(item) for item in values.get("extra", ()))
         if isinstance(values.get("remote"), dict):
             values["remote"] = RemoteDevice(**values["remote"])
+        if isinstance(values.get("device"), dict):
+            gpu = dict(values["device"])
+            gpu["compute_capability"] = tuple(gpu.get("compute_capability", ()))
+            values["device"] = CudaDevice(**gpu)
         return Target(**values)
 
 
@@ -220,6 +300,53 @@ def local_cpu() -> Target:
     )
 
 
+def cuda_target(gpu: "str | CudaDevice" = "h100") -> Target:
+    """A CUDA target for a GPU that need not be here: a :data:`KNOWN_GPUS` name or a :class:`CudaDevice`.
+
+    Its kernels can be generated and compiled on any machine with nvcc (tests, ahead-of-time
+    builds); timing them needs the GPU itself, i.e. ``target="cuda"`` (:func:`local_cuda`).
+    """
+    if isinstance(gpu, str):
+        if gpu.lower() not in KNOWN_GPUS:
+            raise TargetError(f"unknown GPU {gpu!r}; known: {', '.join(KNOWN_GPUS)} (or pass a CudaDevice)")
+        gpu = KNOWN_GPUS[gpu.lower()]
+    if not isinstance(gpu, CudaDevice):
+        raise TargetError(f"expected a GPU name or a CudaDevice, got {type(gpu).__name__}")
+    return dataclasses.replace(local_cpu(), kind="cuda", device=gpu)
+
+
+@lru_cache(maxsize=None)
+def local_cuda(ordinal: int = 0) -> Target:
+    """GPU ``ordinal`` of this machine, read through the CUDA driver and NVML, as a CUDA target.
+
+    Raises :class:`TargetError` naming everything that is missing: the ``cuda-bindings``
+    package (``pip install 'tensorgym[cuda]'``), the NVIDIA driver, a visible GPU, nvcc.
+    """
+    from .cuda.driver import GpuUnavailable, describe_gpu
+    from .cuda.nvcc import NvccNotFound, nvcc_version
+
+    missing = []
+    try:
+        properties = describe_gpu(ordinal)
+    except GpuUnavailable as exc:
+        missing.append(str(exc))
+        properties = None
+    try:
+        toolkit = nvcc_version()
+    except NvccNotFound as exc:
+        missing.append(str(exc))
+        toolkit = ""
+    if missing:
+        raise TargetError("target='cuda' is not usable here: " + "; ".join(missing)
+                          + ". (tensorgym.target.cuda_target('h100') describes a GPU for code generation alone.)")
+    return dataclasses.replace(local_cpu(), kind="cuda", device=CudaDevice(**properties, toolkit=toolkit))
+
+
+def cuda_ordinal() -> int:
+    """The GPU ``target="cuda"`` means, and the one kernels are timed on: ``$TENSORGYM_CUDA_DEVICE`` (default 0)."""
+    return int(os.environ.get(CUDA_DEVICE_ENV, "0"))
+
+
 def device_description() -> dict[str, Any]:
     """This machine as a device server describes it to clients: :func:`local_cpu` plus LLVM's name for
     the CPU (``system_mcpu``) and the ISA family (``machine``). Needs TVM (a device server has it)."""
@@ -232,17 +359,15 @@ def device_description() -> dict[str, Any]:
 
 
 def resolve_target(target: "str | Target | None") -> Target:
-    """Accept a Target, ``None``/``"llvm"``/``"cpu"`` (the local CPU) or ``"cuda"``."""
+    """Accept a Target, ``None``/``"llvm"``/``"cpu"`` (the local CPU) or ``"cuda"`` (this machine's GPU)."""
     if isinstance(target, Target):
         return target
     if target is not None and not isinstance(target, str):
-        raise TargetError(f"target must be 'llvm' (the local CPU) or a tensorgym.target.Target, got "
-                          f"{type(target).__name__} {target!r:.40}")
+        raise TargetError(f"target must be 'llvm' (the local CPU), 'cuda' (the local GPU) or a "
+                          f"tensorgym.target.Target, got {type(target).__name__} {target!r:.40}")
     if target in (None, "llvm", "cpu", "local"):
         return local_cpu()
     if target == "cuda":
-        raise TargetError(
-            "target='cuda' needs an NVIDIA GPU and a CUDA-enabled TVM runtime; none is usable from this "
-            "process. Use target='llvm' (the local CPU)."
-        )
-    raise TargetError(f"unknown target {target!r}; use 'llvm' (local CPU) or a tensorgym.target.Target")
+        return local_cuda(cuda_ordinal())
+    raise TargetError(f"unknown target {target!r}; use 'llvm' (local CPU), 'cuda' (local GPU) or a "
+                      f"tensorgym.target.Target")

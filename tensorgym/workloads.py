@@ -33,6 +33,9 @@ float32     fp32 x fp32            fp32          fp32                max |out - 
 int8        uint8 x int8           int32         int32               exact (the x86 dot-product layout:
                                                                      unsigned activations, signed weights)
 bf16        bfloat16 x bfloat16    fp32          fp32                max |out - ref| / max |ref| <= 1e-5
+                                                                     (on tensor cores: 1e-3)
+float16     fp16 x fp16            fp32          fp32                as bf16 (the GPU's mixed precision,
+                                                                     seed 001's tensor-core convention)
 ==========  =====================  ============  ==================  ======================================
 
 The reference is computed in float64 from the inputs as stored (for bf16 the
@@ -40,10 +43,13 @@ bf16-rounded values): int8 products and sums are exact in float64, and a
 bf16 x bf16 product is exact in fp32, so a bf16 kernel differs from it only by
 the fp32 accumulation order (about 1e-7 of the largest output for the
 reductions of the suites; 1e-5 leaves a wide margin and still catches a lost
-or doubled term). Random int8 activations cover the full uint8 range 0-255:
-an intrinsic that is exact only for 7-bit activations (``vpmaddubsw``
-saturates its int16 pair sums) fails the check and is masked by the spaces
-that know it. FLOP counts do not depend on the dtype; throughputs are
+or doubled term; the same holds for fp16). Tensor cores sum a step's products
+with truncation rather than rounding, and float32 inputs run on them as tf32,
+so kernels that accumulate on tensor cores (``cutlass``) are held to the
+protocol's ``rtol`` instead (:meth:`Workload.tolerance`). Random int8
+activations cover the full uint8 range 0-255: an intrinsic that is exact only
+for 7-bit activations (``vpmaddubsw`` saturates its int16 pair sums) fails the
+check and is masked by the spaces that know it. FLOP counts do not depend on the dtype; throughputs are
 reported in GOP/s for int8 and GFLOP/s otherwise (:attr:`Workload.throughput_unit`).
 """
 
@@ -65,15 +71,18 @@ LoopKind = Literal["spatial", "reduction"]
 # Conv input row index ``y * stride + ry`` is (("y", stride), ("ry", 1)).
 Access = tuple[tuple[tuple[str, int], ...], ...]
 
-SUPPORTED_DTYPES = ("float32", "int8", "bf16")
+SUPPORTED_DTYPES = ("float32", "int8", "bf16", "float16")
 
 # dtype -> (data, weights, output) element types, as TVM names them.
 _ELEMENT_TYPES = {
     "float32": ("float32", "float32", "float32"),
     "int8": ("uint8", "int8", "int32"),
     "bf16": ("bfloat16", "bfloat16", "float32"),
+    "float16": ("float16", "float16", "float32"),
 }
-_TOLERANCE = {"int8": 0.0, "bf16": 1e-5}  # float32: the timing protocol's rtol
+# dtype -> max |out - ref| / max |ref| of a correct kernel (float32: the timing protocol's rtol). Kernels that
+# accumulate on tensor cores are held to the protocol's rtol for every floating-point dtype (see the module docs).
+_TOLERANCE = {"int8": 0.0, "bf16": 1e-5, "float16": 1e-5}
 BF16_TOLERANCE = _TOLERANCE["bf16"]
 CONV_LAYOUTS = ("NCHW", "NHWC", "NCHWc")
 CHANNEL_BLOCK = 16  # channels per block of the NCHWc layout (oneDNN's block for AVX-512)
@@ -205,8 +214,11 @@ class Workload:
         """What throughputs of this workload are called: ``"GOP/s"`` (int8) or ``"GFLOP/s"``."""
         return "GOP/s" if self.dtype == "int8" else "GFLOP/s"
 
-    def tolerance(self, default: float) -> float:
-        """The largest max |out - ref| / max |ref| a correct kernel may show (``default`` for float32)."""
+    def tolerance(self, default: float, *, tensor_cores: bool = False) -> float:
+        """The largest max |out - ref| / max |ref| a correct kernel may show (``default``, the protocol's
+        ``rtol``, for float32, and for every floating-point dtype when it accumulates on ``tensor_cores``)."""
+        if tensor_cores and self.dtype != "int8":
+            return default
         return _TOLERANCE.get(self.dtype, default)
 
     @property
@@ -220,9 +232,9 @@ class Workload:
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Inputs for correctness checks (data, weights).
 
-        float32 and bf16: uniform in [-1, 1) so sign errors show (bf16: rounded to
-        bfloat16, stored as ``ml_dtypes.bfloat16`` arrays); int8: uint8 data over the
-        whole range 0-255 and int8 weights over -128-127.
+        float32, bf16 and float16: uniform in [-1, 1) so sign errors show (bf16: rounded to
+        bfloat16, stored as ``ml_dtypes.bfloat16`` arrays; float16: NumPy float16); int8: uint8
+        data over the whole range 0-255 and int8 weights over -128-127.
         """
         rng = np.random.default_rng(seed)
         if self.dtype == "int8":
@@ -232,6 +244,8 @@ class Workload:
         arrays = [rng.uniform(-1.0, 1.0, size=s).astype(np.float32) for s in self.input_shapes]
         if self.dtype == "bf16":
             return [to_bfloat16(a) for a in arrays]
+        if self.dtype == "float16":
+            return [a.astype(np.float16) for a in arrays]
         return arrays
 
     def gflops(self, seconds: float) -> float:
@@ -285,6 +299,16 @@ def _as_float64(array: np.ndarray) -> np.ndarray:
 
 def _cast(value, dtype: str):
     return value if value.dtype == dtype else value.astype(dtype)
+
+
+def numpy_dtype(element_type: str) -> np.dtype:
+    """The NumPy dtype of a TVM element type name (:attr:`Workload.element_types`; bfloat16 comes from
+    ``ml_dtypes``, a TVM dependency)."""
+    if element_type == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(element_type)
 
 
 @dataclass(frozen=True)

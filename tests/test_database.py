@@ -28,6 +28,17 @@ def test_commit_then_get_round_trips(db):
     assert again == stored and again.samples == (1e-6, 1.1e-6) and again.wall_s == 0.25
 
 
+def test_a_devices_state_round_trips_and_follows_a_new_timing(db):
+    from dataclasses import replace
+
+    clocks = (("memory_clock_mhz", 2619.0), ("sm_clock_mhz", 1980.0))
+    stored = db.commit(replace(make_record(1), device_state=clocks))
+    assert db.get(stored.workload, "fp", "tiles", Config({"a": 1})).device_state == clocks
+    assert db.commit(make_record(2)).device_state == ()  # a CPU's records have none
+    slower = (("memory_clock_mhz", 2619.0), ("sm_clock_mhz", 1755.0))
+    assert db.retimed(stored, replace(make_record(1), device_state=slower)).device_state == slower
+
+
 def test_records_survive_reopening(tmp_path):
     path = tmp_path / "r.db"
     with Database(path) as db:
@@ -160,7 +171,7 @@ def test_another_applications_sqlite_file_is_never_written(tmp_path):
 
 
 @pytest.mark.parametrize("version, message", [("2.1", "malformed schema version '2.1'"), ("", "malformed"),
-                                              ("99", "schema version 99; this tensorgym reads 2")])
+                                              ("99", "schema version 99; this tensorgym reads 3")])
 def test_a_malformed_or_future_schema_version_is_refused_unchanged(tmp_path, version, message):
     path = tmp_path / "r.db"
     Database(path).close()
@@ -312,9 +323,40 @@ def test_a_version_1_file_is_migrated_and_keeps_its_records(tmp_path):
         (old,) = db.records("w")
         assert old.gflops == 5.0 and old.wall_s == 0.3
         assert old.timing == "full" and old.contention is None and not old.busy  # not known: never "quiet" either
+        assert old.device_state == ()
         db.commit(make_record(2))
-    with Database(path) as db:  # the file is now version 2 and opens as such
+    with Database(path) as db:  # the file is now version 3 and opens as such
         assert len(db) == 2
+
+
+def test_a_version_2_file_gets_the_device_state_column_and_keeps_its_records(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "v2.db"
+    Database(path).close()
+    with sqlite3.connect(path) as conn:  # a version-2 file: the records table without device_state
+        conn.executescript("""
+            DROP TABLE records;
+            CREATE TABLE records (id INTEGER PRIMARY KEY AUTOINCREMENT, workload TEXT NOT NULL, target TEXT NOT NULL,
+                space TEXT NOT NULL, config TEXT NOT NULL, status TEXT NOT NULL, latency_s REAL, latency_cv REAL,
+                samples TEXT NOT NULL DEFAULT '[]', number INTEGER NOT NULL DEFAULT 0, gflops REAL,
+                build_s REAL NOT NULL DEFAULT 0, run_s REAL NOT NULL DEFAULT 0, wall_s REAL NOT NULL DEFAULT 0,
+                error TEXT NOT NULL DEFAULT '', created REAL NOT NULL, timing TEXT NOT NULL DEFAULT 'full',
+                contention REAL, dropped INTEGER NOT NULL DEFAULT 0, UNIQUE (workload, target, space, config));
+            INSERT INTO records (workload, target, space, config, status, latency_s, gflops, created, timing)
+                VALUES ('w', 'fp', 'tiles', '{"a":1}', 'ok', 0.001, 5.0, 1.0, 'short');
+            UPDATE meta SET value = '2' WHERE key = 'schema_version';
+        """)
+    conn.close()
+    with pytest.raises(DatabaseError, match="opened read-only"):
+        Database(path, readonly=True)
+    with Database(path) as db:
+        (old,) = db.records("w")
+        assert old.gflops == 5.0 and old.timing == "short" and old.device_state == ()
+        db.commit(make_record(2))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    conn.close()
 
 
 def test_a_short_timed_record_retimed_in_full_keeps_its_row(db):

@@ -67,7 +67,7 @@ def test_workload_identity_ignores_display_names_and_round_trips_json():
     lambda: conv2d(1, 3, 8, 8, 8, 2, 2),  # 'same' needs an odd kernel
     lambda: conv2d(1, 3, 8, 8, 8, 3, 3, padding=-1),
     lambda: matmul(4, 4, 2.5),
-    lambda: Matmul(4, 4, 4, dtype="float16"),
+    lambda: Matmul(4, 4, 4, dtype="float64"),
 ])
 def test_bad_shapes_raise_clear_errors(build):
     with pytest.raises(WorkloadError):
@@ -121,6 +121,20 @@ def test_bf16_inputs_are_rounded_and_the_reference_uses_the_rounded_values():
     expected = conv2d(1, 4, 6, 6, 8, 3, 3).reference(as_float, kernel.astype(np.float32))
     np.testing.assert_array_equal(wl.reference(data, kernel), expected)
     assert wl.tolerance(1e-3) == 1e-5
+
+
+def test_float16_is_one_more_dtype_summed_in_fp32_and_tensor_cores_get_the_protocols_tolerance():
+    wl = matmul(16, 8, 32, dtype="float16")
+    a, b = wl.random_inputs(seed=0)
+    assert a.dtype == np.float16 and b.dtype == np.float16
+    assert wl.element_types == ("float16", "float16", "float32") and wl.output_dtype == "float32"
+    np.testing.assert_array_equal(wl.reference(a, b), a.astype(np.float64) @ b.astype(np.float64))
+    assert wl.label == wl.key and "dtype=float16" in wl.key and wl.describe().endswith("float16")
+    # One tolerance table: exact-product dtypes summed in IEEE fp32, loosened only on tensor cores.
+    assert wl.tolerance(1e-3) == 1e-5 and wl.tolerance(1e-3, tensor_cores=True) == 1e-3
+    assert wl.with_dtype("bf16").tolerance(1e-3, tensor_cores=True) == 1e-3
+    assert wl.with_dtype("int8").tolerance(1e-3, tensor_cores=True) == 0.0
+    assert wl.with_dtype("float32").tolerance(1e-3) == 1e-3
 
 
 def test_unknown_dtypes_are_refused():

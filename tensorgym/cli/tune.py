@@ -12,6 +12,7 @@ from tensorgym.database import database_path, default_path
 from tensorgym.envs.registration import make_env, with_layout, workload_of
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.record import BUSY_SHARE
+from tensorgym.target import resolve_target
 from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, check_budget
 from tensorgym.workloads import SUPPORTED_DTYPES
@@ -20,16 +21,18 @@ from .args import add_rpc_argument, finite_float, output_file, rpc_target
 from .shapes import parse_shape
 
 
-def default_space(agent, workload) -> str:
-    """The agent's space, or ``mapping`` for int8 and bf16 workloads (the only space that maps them)."""
-    return agent.env_space if workload.dtype == "float32" else "mapping"
+def default_space(agent, workload, target) -> str:
+    """The agent's space, or on a CPU ``mapping`` for int8 and bf16 workloads (the only CPU space that maps them);
+    on a GPU the agent's space takes float16 and bf16 too."""
+    return agent.env_space if workload.dtype == "float32" or target.kind == "cuda" else "mapping"
 
 
-def check_space_dtype(space: str, workload) -> None:
-    """Refuse, before anything is created, a space that cannot schedule the workload's dtype."""
-    cls = space_class(space)
+def check_space_dtype(space: str, workload, target) -> None:
+    """Refuse, before anything is created, a space that cannot schedule the workload's dtype on ``target``."""
+    cls = space_class(space).for_target(target)
     if workload.dtype not in cls.supported_dtypes:
-        supporting = [name for name in ENVS if workload.dtype in space_class(name).supported_dtypes]
+        supporting = [name for name in ENVS
+                      if workload.dtype in space_class(name).for_target(target).supported_dtypes]
         raise InvalidArgumentError(f"the {space} space tunes {', '.join(cls.supported_dtypes)} kernels, not "
                                    f"{workload.dtype}; use --space {' or '.join(supporting)}")
 
@@ -39,10 +42,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("env_id", help="e.g. Conv2d-ResNet-R5-v0 (see `tensorgym list`)")
     p.add_argument("--shape", help="shape of tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, e.g. M=512,N=768,K=3072")
     p.add_argument("--agent", default="random", help="search agent (default: random)")
+    p.add_argument("--target", default="llvm", choices=("llvm", "cuda"),
+                   help="llvm (this CPU, default) or cuda (this machine's GPU)")
     p.add_argument("--space", default=None, choices=tuple(ENVS),
                    help="search space (default: the agent's, tiles for most; mapping for int8 and bf16)")
     p.add_argument("--dtype", default="float32", choices=SUPPORTED_DTYPES,
-                   help="data type (default: float32; int8 = uint8 x int8 -> int32, bf16 -> fp32)")
+                   help="data type (default: float32; int8 = uint8 x int8 -> int32, bf16 -> fp32; "
+                        "float16 -> fp32 on a GPU)")
     p.add_argument("--layout", choices=("NCHW", "NHWC", "NCHWc"), default=None,
                    help="conv2d data layout (default: the env's, NCHW); NHWC and NCHWc are oneDNN's")
     p.add_argument("--packing", choices=("in-kernel", "weights", "all"), default=None,
@@ -81,17 +87,22 @@ def run(args: argparse.Namespace) -> int:
     workload = workload_of(args.env_id, parse_shape(args.shape)).with_dtype(args.dtype)
     if args.layout:
         workload = with_layout(workload, args.layout)
+    if args.rpc is not None and args.target != "llvm":
+        raise InvalidArgumentError(f"--rpc times on a remote CPU; it does not combine with --target {args.target}")
+    target = resolve_target(args.target)  # this CPU, or this machine's GPU (one clear error without one)
     agent = make_agent(args.agent, **agent_options(args))
-    space = args.space or default_space(agent, workload)
+    space = args.space or default_space(agent, workload, target)
     agent.check_space(space)
-    check_space_dtype(space, workload)
+    check_space_dtype(space, workload, target)
     check_budget(args.budget, args.time_budget)
     integer("--seed", args.seed, minimum=0)
     if args.json is not None:
         output_file("--json", args.json)
-    target = rpc_target(args.rpc)
+    remote = rpc_target(args.rpc)
+    target = remote if remote is not None else target
     db = database_path(args.db) if args.db is not None else default_path()
-    print(f"database: {db}" + (f"; timing on {target.label}" if target is not None else ""), file=sys.stderr)
+    print(f"database: {db}" + (f"; timing on {target.label}" if target.kind == "cuda" or remote is not None else ""),
+          file=sys.stderr)
     env = make_env(workload, space=space, db=db, target=target,
                    **({"packing": args.packing} if args.packing else {}))
     try:
@@ -114,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("no config ran correctly; see `tensorgym show` for the errors")
     busy = result.extra.get("busy_trials", 0)
-    if target is not None and not args.no_vendor:
+    if remote is not None and not args.no_vendor:
         print("(no vendor reference: the vendor libraries run on this machine, not on the remote device)")
     elif not args.no_vendor:
         from tensorgym.baselines import VendorUnavailable, time_vendor, vendor_choices
@@ -122,9 +133,9 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             pre_packed = args.packing in ("weights", "all")
-            choice = next(((lib, lay) for lib, lay in vendor_choices(workload) if ("pre-packed" in lay) == pre_packed),
-                          (None, None))
-            ref = time_vendor(workload, *choice)
+            choice = next(((lib, lay) for lib, lay in vendor_choices(workload, target)
+                           if ("pre-packed" in lay) == pre_packed), (None, None))
+            ref = time_vendor(workload, *choice, target=target)
             rows.append((f"{ref.library} {ref.layout}", f"{ref.gflops:.1f}", f"{ref.latency_s * 1e3:.3f}",
                          f"{ref.latency_cv * 100:.1f}", "busy machine" if ref.busy else ref.kernel))
             if result.best_gflops:

@@ -4,7 +4,7 @@ from .contention import ContentionProbe
 from .measurer import Measurer
 from .protocol import Timing, TimingProtocol
 from .rpc import DeviceUnavailable, RPCRunner, remote_target
-from .runner import LocalRunner, Runner
+from .runner import CudaRunner, LocalRunner, Runner
 
-__all__ = ["ContentionProbe", "DeviceUnavailable", "LocalRunner", "Measurer", "RPCRunner", "Runner", "Timing",
-           "TimingProtocol", "remote_target"]
+__all__ = ["ContentionProbe", "CudaRunner", "DeviceUnavailable", "LocalRunner", "Measurer", "RPCRunner", "Runner",
+           "Timing", "TimingProtocol", "remote_target"]

@@ -33,15 +33,19 @@ incumbent improves as faster kernels of the batch are timed.
 
 The target decides the default runner (:func:`runner_for`): a
 :class:`~tensorgym.measure.runner.LocalRunner` (a child process on this
-machine) for the local CPU, an :class:`~tensorgym.measure.rpc.RPCRunner` for a
+machine) for the local CPU, a :class:`~tensorgym.measure.runner.CudaRunner`
+for a CUDA target, an :class:`~tensorgym.measure.rpc.RPCRunner` for a
 remote target (:func:`tensorgym.remote_target`), so that an environment made
 with ``target=remote_target(...)`` measures on that device with no other
-change. Other runners are passed in. The measurer holds no results:
-persisting them is the :class:`~tensorgym.evaluator.Evaluator`'s job.
+change. The runner also names the builders' task (``build_task``): a shared
+library for TVM's CPU kernels, a cubin or CUTLASS library for CUDA ones.
+Other runners are passed in. The measurer holds no results: persisting them
+is the :class:`~tensorgym.evaluator.Evaluator`'s job.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import shutil
 import tempfile
@@ -61,21 +65,23 @@ from .faults import (InfrastructureError, build_crash_is_schedule_fault, crash_i
                      timeout_is_kernel_fault)
 from .protocol import TimingProtocol
 from .rpc import RPCRunner
-from .runner import LocalRunner, Runner
+from .runner import CudaRunner, LocalRunner, Runner
 from .tasks import BUILD_FAULTS, FAULTS, RUN_FAULTS
 from .worker import Outcome, Worker, run_all
 
 log = logging.getLogger(__name__)
 
-_TASKS = "tensorgym.measure.tasks"
 INFRA_RETRY_DELAY_S = 0.5  # pause before retry k: k times this (a killed runner's memory is freed meanwhile)
 STORM_LIMIT = 3  # kernels in a row ending in infra_error after which a batch stops
 
 
 def runner_for(target: Target, work_dir: str, protocol: TimingProtocol | None = None) -> Runner:
-    """The runner a target is measured with: on this machine, or through TVM RPC for a remote target."""
+    """The runner a target is measured with: on this machine (its CPU, or its GPU for a CUDA target), or
+    through TVM RPC for a remote target."""
     if target.remote is not None:
         return RPCRunner(target, work_dir, protocol)
+    if target.kind == "cuda":
+        return CudaRunner(target, work_dir, protocol)
     return LocalRunner(target, work_dir, protocol)
 
 
@@ -85,13 +91,15 @@ class Measurer:
     Args:
         target: where kernels run (default: the local CPU; a given ``runner``'s target otherwise).
         runner: checks and times the built kernels (default: :func:`runner_for` the target:
-            a :class:`~tensorgym.measure.runner.LocalRunner` on this machine, or an RPC runner
+            a :class:`~tensorgym.measure.runner.LocalRunner` on this machine, a
+            :class:`~tensorgym.measure.runner.CudaRunner` for a CUDA target, or an RPC runner
             for a remote target).
         builders: build processes (default: one per core of this machine).
         protocol: the timing protocol of the default runner (a given runner has its own).
-        build_timeout: seconds allowed to build one kernel (MetaSchedule's default). A few
-            tiles configs (unroll 512 over a large register tile) take LLVM minutes to
-            compile and are not fast when they are built.
+        build_timeout: seconds allowed to build one kernel (default: 30, MetaSchedule's; 600 for
+            a CUDA target, where a CUTLASS kernel takes nvcc up to a minute). A few tiles configs
+            (unroll 512 over a large register tile) take LLVM minutes to compile and are not fast
+            when they are built.
         run_timeout: seconds allowed to check and time one kernel, counted from the moment
             it starts (a runner's start-up and loading the library have their own allowance
             of the same length); ``None`` scales with the workload: 10 s + 25 s per GFLOP.
@@ -105,7 +113,8 @@ class Measurer:
     """
 
     def __init__(self, target: Target | str | None = None, *, runner: Runner | None = None,
-                 builders: int | None = None, protocol: TimingProtocol | None = None, build_timeout: float = 30.0,
+                 builders: int | None = None, protocol: TimingProtocol | None = None,
+                 build_timeout: float | None = None,
                  run_timeout: float | None = None, infra_retries: int = 2,
                  faults: Mapping[Config, str] | None = None):
         if runner is not None and not isinstance(runner, Runner):
@@ -114,14 +123,15 @@ class Measurer:
             raise InvalidTypeError(f"protocol must be a TimingProtocol, got {type(protocol).__name__}")
         if runner is not None and protocol is not None:
             raise InvalidArgumentError("pass the protocol to the runner, not to the Measurer, when you give a runner")
-        build_timeout = number("build_timeout", build_timeout, positive=True)
+        build_timeout = None if build_timeout is None else number("build_timeout", build_timeout, positive=True)
         run_timeout = None if run_timeout is None else number("run_timeout", run_timeout, positive=True)
         self.infra_retries = integer("infra_retries", infra_retries, minimum=0)
         builders = None if builders is None else integer("builders", builders, minimum=1)
         self.target = runner.target if runner is not None and target is None else resolve_target(target)
         if runner is not None and runner.target.fingerprint != self.target.fingerprint:
             raise InvalidArgumentError(f"the runner times on {runner.target.label}, not on {self.target.label}")
-        self.build_timeout = build_timeout
+        self.build_timeout = build_timeout if build_timeout is not None else (
+            600.0 if self.target.kind == "cuda" else 30.0)
         self.run_timeout = run_timeout
         self.faults = dict(faults or {})
         for mode in self.faults.values():
@@ -129,8 +139,10 @@ class Measurer:
                 raise InvalidArgumentError(f"unknown fault {mode!r}; use one of {FAULTS}, or one of them + '-once'")
         self._workdir = tempfile.mkdtemp(prefix="tensorgym-")
         n_builders = builders or resolve_target(None).num_cores
-        # One thread per builder: parallelism comes from the processes.
-        self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"})
+        # One thread per builder: parallelism comes from the processes. Builders import TVM up front
+        # (their imports overlap); a CUDA machine without TVM can still build CUTLASS kernels.
+        preload = ("tvm",) if importlib.util.find_spec("tvm") is not None else ()
+        self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"}, preload=preload)
                           for i in range(n_builders)]
         self.runner = runner if runner is not None else runner_for(self.target, self._workdir, protocol)
         self.kernels_built = 0
@@ -204,7 +216,7 @@ class Measurer:
             _start_quietly(worker)  # start all together: their imports overlap
         _start_quietly(self.runner)
         t0 = time.monotonic()
-        builds = run_all(self._builders, [(f"{_TASKS}:build", (space, c, self._workdir),
+        builds = run_all(self._builders, [(self.runner.build_task, (space, c, self._workdir),
                                            {"fault": self._fault(c, 0, BUILD_FAULTS)}) for space, c in kernels],
                          timeout=self.build_timeout)
         build_share = (time.monotonic() - t0) / len(kernels)
@@ -260,7 +272,7 @@ class Measurer:
             if machine_failed_in == "build":
                 if built.ok:
                     Path(built.value["path"]).unlink(missing_ok=True)
-                built = self._builders[0].call(f"{_TASKS}:build", space, config, self._workdir,
+                built = self._builders[0].call(self.runner.build_task, space, config, self._workdir,
                                                fault=self._fault(config, attempt, BUILD_FAULTS),
                                                timeout=self.build_timeout)
         if attempt:
@@ -302,10 +314,11 @@ class Measurer:
         if result["status"] != "ok":
             return Record(status=Status(result["status"]), error=result.get("error", ""), **base), None
         median, cv = summarize_samples(result["samples"])
+        state = tuple(sorted((str(k), float(v)) for k, v in result.get("device_state", {}).items()))
         return Record(status=Status.OK, latency_s=median, latency_cv=cv, samples=tuple(result["samples"]),
                       number=result["number"], gflops=space.workload.gflops(median),
                       timing=result.get("timing", "full"), contention=result.get("contention"),
-                      dropped=result.get("dropped", 0), **base), None
+                      dropped=result.get("dropped", 0), device_state=state, **base), None
 
 
 def _gist(error: str, limit: int = 300) -> str:

@@ -15,7 +15,9 @@
 4. **Stability.** While the samples' robust spread (1.4826 * median absolute
    deviation / median, which a single interrupted sample does not inflate)
    exceeds ``target_spread``, another round is taken, as long as the sampling
-   time stays within ``max_timing_ms``.
+   time stays within ``max_timing_ms`` (and the samples, busy rounds' included,
+   within ``max_total_samples``, when set: a GPU kernel's one-call samples of a few
+   microseconds would otherwise need thousands to fill it).
 5. **Summary.** The latency is the median of all samples; the coefficient of
    variation and the samples themselves are recorded with it.
 
@@ -100,6 +102,7 @@ class TimingProtocol:
     busy_share: float = BUSY_SHARE  # rounds above this contention share are taken again
     busy_retime_ms: float = 200.0  # sampling time allowed for rounds taken again (contention that lasts is flagged)
     short_factor: float = 3.0  # first call this many times slower than the incumbent: short timing (0: never)
+    max_total_samples: int | None = None  # also stop extending past this many samples (one-call GPU samples)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_samples <= self.max_samples or min(self.min_repeat_ms, self.warmup_ms) < 0:
@@ -160,10 +163,13 @@ class TimingProtocol:
         spent = busy_spent = 0.0
         while True:
             new, share = rounds(number, repeat)
+            # Another round would take more samples than allowed (kept and set aside alike)?
+            full = (self.max_total_samples is not None
+                    and len(samples) + len(busy_samples) + len(new) + repeat > self.max_total_samples)
             if is_busy(share, self.busy_share):
                 busy_samples += new
                 busy_spent += repeat * sample_s
-                if (busy_spent + repeat * sample_s) * 1e3 <= self.busy_retime_ms:
+                if not full and (busy_spent + repeat * sample_s) * 1e3 <= self.busy_retime_ms:
                     continue  # take the round again
                 spent += repeat * sample_s  # out of time for taking rounds again
             else:
@@ -172,7 +178,7 @@ class TimingProtocol:
                     clean_shares.append(share)
                 spent += repeat * sample_s
             stable = len(samples) >= self.min_samples and robust_spread(samples) <= self.target_spread
-            if stable or (spent + repeat * sample_s) * 1e3 > self.max_timing_ms:
+            if stable or full or (spent + repeat * sample_s) * 1e3 > self.max_timing_ms:
                 break
         if len(samples) >= self.min_samples:
             contention = max(clean_shares) if clean_shares else None

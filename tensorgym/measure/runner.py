@@ -1,8 +1,9 @@
 """The Runner seam: what loads, checks and times a built kernel, isolated from the caller.
 
 The :class:`~tensorgym.measure.Measurer` builds a batch of kernels in its
-builder pool, then hands each built artifact (a shared library on this
-machine's disk) to its :class:`Runner`, one at a time. A runner answers with
+builder pool (with the runner's ``build_task``), then hands each built artifact
+(a shared library on this machine's disk; for the CUDA runner, a manifest of a
+cubin or a CUTLASS library) to its :class:`Runner`, one at a time. A runner answers with
 an :class:`~tensorgym.measure.worker.Outcome`, never an exception: ``ok`` with
 the check-and-time result (``{"status": "ok", "samples": [...], "number": n}``,
 or ``{"status": "wrong_result", ...}``), ``crash`` / ``timeout`` / ``error``
@@ -12,13 +13,17 @@ timeout is told apart as the kernel's or the machine's).
 
 Every runner checks and times the same way: on the device side it calls
 :func:`tensorgym.measure.tasks.check_and_time` with its own TVM device and
-the runner's :class:`~tensorgym.measure.TimingProtocol`. Runners differ only in
-where that happens:
+the runner's :class:`~tensorgym.measure.TimingProtocol` (the CUDA runner, which
+launches cubins through the CUDA driver rather than TVM's runtime, applies the
+same check and protocol in :func:`tensorgym.measure.cuda_tasks.run_cuda`).
+Runners differ only in where that happens:
 
-* :class:`LocalRunner`: a long-lived child process on this machine (the default);
+* :class:`LocalRunner`: a long-lived child process on this machine (the default for CPUs);
 * :class:`~tensorgym.measure.rpc.RPCRunner`: a device on another machine, through
   TVM RPC; :func:`tensorgym.measure.measurer.runner_for` picks it for a remote target;
-* a CUDA runner plugs in here too, without touching spaces, environments or agents.
+* :class:`CudaRunner`: a long-lived child process holding a CUDA context on this
+  machine's GPU (the default for CUDA targets); it checks and times with
+  :func:`tensorgym.measure.cuda_tasks.run_cuda` (CUDA events, L2 flushed between samples).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class Runner(ABC):
     """
 
     reports_phases: bool = False
+    # The builder-pool function that makes this runner's artifacts (a shared library for LocalRunner).
+    build_task = f"{_TASKS}:build"
 
     def __init__(self, target: Target, protocol: TimingProtocol | None = None):
         self.target = target
@@ -79,6 +86,13 @@ class Runner(ABC):
         self.close()
 
 
+# The GPU protocol: every sample is one call timed by CUDA events after an L2 flush (a call of a few
+# microseconds is still far above the events' resolution), 10 to 50 of them per round, 200 at most.
+GPU_TIMING = TimingProtocol(warmup_ms=20.0, process_warmup_ms=300.0, min_repeat_ms=0.0, round_ms=50.0,
+                            min_samples=10, max_samples=50, target_spread=0.02, max_timing_ms=300.0,
+                            max_total_samples=200)
+
+
 class LocalRunner(Runner):
     """One long-lived child process on this machine that runs every core (``TVM_NUM_THREADS``).
 
@@ -109,3 +123,61 @@ class LocalRunner(Runner):
     @property
     def restarts(self) -> int:
         return self._worker.restarts
+
+
+class CudaRunner(Runner):
+    """One long-lived child process with a CUDA context on this machine's GPU (see :mod:`.cuda_tasks`).
+
+    It runs nvcc-built cubins and CUTLASS libraries, checks them against NumPy and times them
+    with CUDA events (default protocol :data:`GPU_TIMING`). A kernel that faults takes the
+    CUDA context with it: the process is replaced (a restart) and the record is a
+    ``runtime_error``. The process imports no TVM. Like the local runner, the child reports
+    when it is ready and when the kernel starts, so outcomes carry the phase.
+    """
+
+    build_task = "tensorgym.measure.cuda_tasks:build"  # cubins and CUTLASS libraries, with their manifests
+    reports_phases = True
+
+    def __init__(self, target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None):
+        if target.kind != "cuda":
+            raise ValueError(f"the CUDA runner times CUDA targets, not {target.label}")
+        super().__init__(target, protocol or GPU_TIMING)
+        self._worker = Worker("cuda-runner", work_dir, preload=("tensorgym.measure.cuda_tasks",), report_ready=True)
+        self._lost_contexts = 0
+        self._checked = False
+
+    def start(self) -> None:
+        if not self._checked:
+            self._check_device()
+            self._checked = True
+        self._worker.start()
+
+    def _check_device(self) -> None:
+        """Refuse to time anything unless this machine has the GPU the target describes (no records then)."""
+        from ..cuda.driver import GpuUnavailable, describe_gpu
+        from ..target import TargetError, cuda_ordinal
+
+        ordinal = cuda_ordinal()
+        try:
+            here = describe_gpu(ordinal)["name"]
+        except GpuUnavailable as exc:
+            raise TargetError(f"cannot time kernels for {self.target.label} here: {exc}") from None
+        if here != self.target.device.name:
+            raise TargetError(f"this machine's GPU {ordinal} is a {here}, not the {self.target.device.name} the "
+                              f"target describes; measure with target='cuda'")
+
+    def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
+            fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
+        outcome = self._worker.call("tensorgym.measure.cuda_tasks:run_cuda", space, config, artifact, check=check,
+                                    protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, timeout=timeout)
+        if outcome.kind == "error" and "GpuContextLost" in outcome.error:
+            self._worker.close()  # the next kernel gets a fresh process and context
+            self._lost_contexts += 1
+        return outcome
+
+    def close(self) -> None:
+        self._worker.close()
+
+    @property
+    def restarts(self) -> int:
+        return self._worker.restarts + self._lost_contexts

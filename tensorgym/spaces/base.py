@@ -41,12 +41,21 @@ class Space(ABC):
 
     name: str = ""
     supported_dtypes: tuple[str, ...] = ("float32",)  # the workload dtypes the space can schedule
+    # Whether the space's kernels accumulate on tensor cores, which truncate their sums (and run float32 as
+    # tf32): their correctness check is the timing protocol's rtol (see Workload.tolerance).
+    tensor_cores: bool = False
     feature_names: tuple[str, ...] = ()  # what :meth:`features` returns, in order
     generic_feature_names: tuple[str, ...] = ()  # what :meth:`generic_features` returns, in order
 
     def __init__(self, workload: Workload, target: Target):
         self.workload = workload
         self.target = target
+
+    @classmethod
+    def for_target(cls, target: Target) -> "type[Space]":
+        """The class implementing this space on ``target``: itself, unless the space has one per target kind
+        (the ``tiles`` space of a CUDA target is a GPU sketch)."""
+        return cls
 
     # -- the contract -----------------------------------------------------
     @abstractmethod
@@ -73,6 +82,11 @@ class Space(ABC):
     @abstractmethod
     def apply(self, config: Config):
         """The scheduled ``tvm.IRModule`` (needs TVM; runs in build workers)."""
+
+    def configs(self) -> list[Config]:
+        """Every config of the space, for exhaustive search; only small spaces can list themselves."""
+        raise SpaceError(f"the {self.name!r} space of {self.workload.label} is too large to list; "
+                         f"search it with an agent that samples it")
 
     # -- features (cost models, observations) ------------------------------------
     def features(self, config: Config) -> np.ndarray:

@@ -136,11 +136,25 @@ class GPUHardware:
 
     @classmethod
     def from_target(cls, target: Any) -> "GPUHardware":
-        """The parameters of a CUDA :class:`~tensorgym.target.Target`: defaults overridden by ``target.extra``."""
+        """The parameters of a CUDA :class:`~tensorgym.target.Target`.
+
+        From its :class:`~tensorgym.target.CudaDevice` where it has one (the device's real per-SM
+        limits, and the opt-in shared memory per block), then overridden by ``target.extra``.
+        """
         if getattr(target, "kind", None) != "cuda":
             raise ValueError(f"GPU features need a CUDA target, got kind {getattr(target, 'kind', None)!r}")
+        values: dict[str, int] = {}
+        gpu = getattr(target, "device", None)
+        if gpu is not None:
+            values = {
+                "num_sms": gpu.num_sms, "warp_size": gpu.warp_size, "max_threads_per_block": gpu.max_threads_per_block,
+                "max_shared_memory_per_block": gpu.max_shared_memory_per_block_optin,
+                "max_threads_per_sm": gpu.max_threads_per_sm, "shared_memory_per_sm": gpu.shared_memory_per_sm,
+                "registers_per_sm": gpu.registers_per_sm, "max_warps_per_sm": gpu.max_threads_per_sm // gpu.warp_size,
+            }
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: int(v) for k, v in dict(getattr(target, "extra", ())).items() if k in known})
+        values |= {k: int(v) for k, v in dict(getattr(target, "extra", ())).items() if k in known}
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -330,3 +344,21 @@ def gpu_features(tiling: GPUTiling, hw: GPUHardware = GPUHardware(), *, zero_inf
         oi_global_mem(tiling, hw), oi_shared_mem(tiling, hw), reg_reuse_factor(tiling), ilp(tiling),
         wlp(tiling, hw), estimated_occupancy(tiling, hw), wave_efficiency(tiling.num_blocks, hw.num_sms),
     ], dtype=np.float64)
+
+
+# The unbounded features and the value of log2(1 + x) that maps to 1.0 in observations; occupancy and
+# wave efficiency are fractions already.
+GPU_LOG_SCALE = {"OI_Global_Mem": 10.0, "OI_Shared_Mem": 8.0, "Reg_Reuse_Factor": 8.0, "ILP": 8.0, "WLP": 7.0}
+_LOG_INDEX = np.array([name in GPU_LOG_SCALE for name in GPU_FEATURE_NAMES])
+_BOUNDS = np.array([GPU_LOG_SCALE.get(name, 1.0) for name in GPU_FEATURE_NAMES])
+
+
+def scaled_gpu_features(raw: np.ndarray) -> np.ndarray:
+    """:func:`gpu_features` with ``log2(1 + x)`` applied to the unbounded ones (what cost models learn from)."""
+    raw = np.asarray(raw, dtype=np.float64)
+    return np.where(_LOG_INDEX, np.log2(1.0 + np.maximum(raw, 0.0)), raw)
+
+
+def normalised_gpu_features(raw: np.ndarray) -> np.ndarray:
+    """:func:`scaled_gpu_features` mapped into [0, 1] for observations (clipped at :data:`GPU_LOG_SCALE`)."""
+    return np.clip(scaled_gpu_features(raw) / _BOUNDS, 0.0, 1.0).astype(np.float32)

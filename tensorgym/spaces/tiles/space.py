@@ -61,9 +61,18 @@ reduction loop) take values in the sorted divisor list of the extent; level 0
 is derived as extent / (product of the others) and must be an integer. A hop
 moves one coordinate to the next larger or smaller value in its list.
 ``unroll`` and ``cache_write`` are coordinates too.
+
+**Other targets.** ``make_space("tiles", workload, target)`` builds the tiles space
+of the target's kind (:meth:`TilesSpace.for_target`): for a CUDA target, Ansor's GPU
+sketch (:class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`), which tiles with
+other level counts and scalar knobs on the same :class:`~.tiling.LoopTiling`, and
+whose device limits (:meth:`TilesSpace.limit_violations`) samples, hops and masks
+respect.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import numpy as np
 
@@ -79,36 +88,73 @@ from .tiling import (
 )
 
 __all__ = ["MAX_INNERMOST", "REDUCTION_LEVELS", "SPATIAL_LEVELS", "UNROLL_CHOICES", "Coordinate", "TilesSpace"]
+_SAMPLE_TRIES = 100_000  # random tilings drawn for one that fits the device's limits
 
 
 class TilesSpace(Space):
-    """Multi-level tiling (SSRSRS) of a float32 conv2d or matmul on the LLVM CPU target."""
+    """Multi-level tiling (SSRSRS) of a float32 conv2d or matmul on the LLVM CPU target.
+
+    Subclasses tile for other targets (:class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`,
+    CUDA) by setting ``target_kind`` and the level counts, and by overriding
+    :meth:`scalar_knob_choices`, :meth:`limit_violations` (the device's limits, which masks,
+    samples and hops respect) and the schedule.
+    """
 
     name = "tiles"
     feature_names = FEATURE_NAMES
     supported_dtypes = ("float32",)
+    target_kind = "llvm"
+    spatial_levels = SPATIAL_LEVELS
+    reduction_levels = REDUCTION_LEVELS
+
+    _variants: ClassVar[dict[str, type[TilesSpace]]] = {}  # target kind -> the tiles space for it
+
+    @classmethod
+    def register_variant(cls, variant: type[TilesSpace]) -> None:
+        """Make ``variant`` the tiles space of targets of its ``target_kind`` (:meth:`for_target`)."""
+        TilesSpace._variants[variant.target_kind] = variant
+
+    @classmethod
+    def for_target(cls, target: Target) -> type[Space]:
+        """The tiles space of the target's kind (CUDA: :class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`)."""
+        return TilesSpace._variants.get(target.kind, cls)
 
     def __init__(self, workload: Workload, target: Target, *, unroll_choices: tuple[int, ...] = UNROLL_CHOICES,
                  max_innermost: int = MAX_INNERMOST, packing: str | None = None):
         super().__init__(workload, target)
-        if target.kind != "llvm":
-            raise SpaceError(f"the tiles space targets LLVM CPUs; got target kind {target.kind!r}")
+        if target.kind != self.target_kind:
+            raise SpaceError(f"{type(self).__name__} targets {self.target_kind!r}; got target kind {target.kind!r} "
+                             f"(tensorgym.catalog.make_space('tiles', ...) picks the tiles space of a target)")
         if workload.dtype not in self.supported_dtypes:
-            raise SpaceError(f"the tiles space tunes float32 kernels; {workload.label} is {workload.dtype} "
-                             f"(use space='mapping', which maps int8 and bf16 onto the CPU's dot-product "
-                             f"and matrix instructions)")
+            raise SpaceError(self._dtype_refusal())
         self.packing = packing
         self.nest: Workload = _packed_nest(workload, packing) if packing else workload
+        self.unroll_choices = _unroll_choices(unroll_choices)
         self.tiling = LoopTiling(_register_order(self.nest.loops) if packing else self.nest.loops,
-                                 unroll_choices=_unroll_choices(unroll_choices),
-                                 max_innermost=integer("max_innermost", max_innermost, minimum=1))
-        self.unroll_choices = self.tiling.unroll_choices
+                                 unroll_choices=self.unroll_choices,
+                                 max_innermost=integer("max_innermost", max_innermost, minimum=1),
+                                 spatial_levels=self.spatial_levels, reduction_levels=self.reduction_levels,
+                                 scalar_knobs=self.scalar_knob_choices())
         self.max_innermost = self.tiling.max_innermost
         self.loops = self.tiling.loops
         self.levels = self.tiling.levels
         self.extents = self.tiling.extents
+        self.scalar_knobs = self.tiling.scalar_knobs
         self.coordinates: tuple[Coordinate, ...] = self.tiling.coordinates
         self.generic_feature_names = generic_feature_names(self)
+
+    def _dtype_refusal(self) -> str:
+        return (f"the tiles space tunes float32 kernels; {self.workload.label} is {self.workload.dtype} "
+                f"(use space='mapping', which maps int8 and bf16 onto the CPU's dot-product "
+                f"and matrix instructions)")
+
+    def scalar_knob_choices(self) -> dict[str, tuple[int, ...]]:
+        """The knobs that are not tile sizes, with their choices (CPU: ``unroll`` and ``cache_write``)."""
+        return {"unroll": self.unroll_choices, "cache_write": (0, 1)}
+
+    def limit_violations(self, config: Config) -> list[str]:
+        """The device limits ``config``'s tiles exceed (none on a CPU: every tiling fits)."""
+        return []
 
     def __getstate__(self):
         return {"workload": self.workload, "target": self.target, "unroll_choices": self.unroll_choices,
@@ -131,11 +177,19 @@ class TilesSpace(Space):
                 f"missing {sorted(missing)}, unexpected {sorted(extra)}"
             )
         self.tiling.check(config)
+        problems = self.limit_violations(config)
+        if problems:
+            raise SpaceError(f"config exceeds the limits of {self.target.label}: {'; '.join(problems)}")
 
     # -- sampling and moves ---------------------------------------------------
     def sample(self, rng: np.random.Generator) -> Config:
         generator("rng", rng)
-        return Config(self.tiling.sample(rng))
+        for _ in range(_SAMPLE_TRIES):
+            config = Config(self.tiling.sample(rng))
+            if not self.limit_violations(config):  # Ansor's sampler likewise draws until a tiling fits
+                return config
+        raise SpaceError(f"no random tiling of {self.workload.label} out of {_SAMPLE_TRIES} fits the limits of "
+                         f"{self.target.label}")
 
     def coordinate_index(self, config: Config, coord: Coordinate) -> int:
         """The index of ``config``'s value of coordinate ``coord`` in the coordinate's choices."""
@@ -150,12 +204,16 @@ class TilesSpace(Space):
         coordinate = integer("coordinate", coordinate, minimum=0, maximum=len(self.coordinates) - 1)
         if not is_integer(direction) or direction not in (1, -1):
             raise InvalidArgumentError(f"direction must be +1 or -1, got {direction!r}")
-        return self.tiling.hop(config, coordinate, int(direction))
+        return self._hop(config, coordinate, int(direction))
+
+    def _hop(self, config: Config, coordinate: int, direction: int) -> Config | None:
+        hopped = self.tiling.hop(config, coordinate, direction)
+        return None if hopped is None or self.limit_violations(hopped) else hopped
 
     def hop_mask(self, config: Config) -> np.ndarray:
         """``mask[2 * i + (0 if up else 1)]``: whether hopping coordinate ``i`` up/down stays in the space."""
         self.check(config)
-        return np.array([self.tiling.hopped_value(config, i, d) is not None
+        return np.array([self._hop(config, i, d) is not None
                          for i in range(len(self.coordinates)) for d in (1, -1)], dtype=bool)
 
     def neighbours(self, config: Config, hops: int = 1) -> list[Config]:
@@ -164,10 +222,11 @@ class TilesSpace(Space):
         Two coordinates of the same loop interact through the derived level 0,
         so a multi-hop move is applied one coordinate at a time and kept only
         if the result is valid (seed 000: the n-hop neighbourhood has at most
-        C(m, n) * 2^n members). Duplicates and the config itself are removed.
+        C(m, n) * 2^n members), within the device's limits. Duplicates and the config itself are removed.
         """
         self.check(config)
-        return self.tiling.neighbours(config, integer("hops", hops, minimum=1, maximum=MAX_HOPS))
+        return self.tiling.neighbours(config, integer("hops", hops, minimum=1, maximum=MAX_HOPS),
+                                      valid=lambda c: not self.limit_violations(c))
 
     # -- encoding -------------------------------------------------------------
     @property

@@ -5,7 +5,9 @@ Ansor's CPU sketch ``SSRSRS``): every spatial loop is split into 4 levels and
 every reduction loop into 2, the levels' product being the loop's extent (every
 tile is a divisor), plus two scalar knobs, ``unroll`` (the
 ``auto_unroll_max_step`` pragma, Ansor's CPU choices 0/16/64/512) and
-``cache_write`` (0/1, where the output tile is accumulated).
+``cache_write`` (0/1, where the output tile is accumulated). Other sketches
+choose other level counts and scalar knobs (Ansor's GPU sketch: 5 and 3 levels,
+``unroll`` alone).
 
 Coordinates (what a *hop* moves): for each loop of extent > 1, the levels below
 the outermost (levels 1-3 of a spatial loop, level 1 of a reduction loop) take
@@ -21,7 +23,7 @@ the space that owns it decides which other knobs a config has.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
 
@@ -58,24 +60,33 @@ class LoopTiling:
         loops: the loops to tile, in nest order (spatial and reduction).
         unroll_choices: the values of the ``unroll`` knob.
         max_innermost: the largest innermost tile of any loop.
+        spatial_levels: the levels of each spatial loop (CPU sketch: 4).
+        reduction_levels: the levels of each reduction loop (CPU sketch: 2).
+        scalar_knobs: the knobs that are not tile sizes, with their choices, in coordinate order
+            (default: ``unroll`` with ``unroll_choices``, then ``cache_write`` with 0/1).
     """
 
     def __init__(self, loops: Sequence[Loop], *, unroll_choices: tuple[int, ...] = UNROLL_CHOICES,
-                 max_innermost: int = MAX_INNERMOST):
+                 max_innermost: int = MAX_INNERMOST, spatial_levels: int = SPATIAL_LEVELS,
+                 reduction_levels: int = REDUCTION_LEVELS, scalar_knobs: Mapping[str, tuple[int, ...]] | None = None):
         self.loops: tuple[Loop, ...] = tuple(loops)
         self.unroll_choices = tuple(unroll_choices)
         self.max_innermost = max_innermost
-        self.levels = {lp.name: SPATIAL_LEVELS if lp.kind == "spatial" else REDUCTION_LEVELS for lp in self.loops}
+        self.spatial_levels = spatial_levels
+        self.reduction_levels = reduction_levels
+        self.scalar_knobs: dict[str, tuple[int, ...]] = (
+            {"unroll": self.unroll_choices, "cache_write": (0, 1)} if scalar_knobs is None
+            else {knob: tuple(choices) for knob, choices in scalar_knobs.items()})
+        self.levels = {lp.name: spatial_levels if lp.kind == "spatial" else reduction_levels for lp in self.loops}
         self.extents = {lp.name: lp.extent for lp in self.loops}
         coords: list[Coordinate] = []
         for lp in self.loops:
             if lp.extent > 1:
                 for level in range(1, self.levels[lp.name]):
                     coords.append(Coordinate(lp.name, level, divisors(lp.extent)))
-        coords.append(Coordinate("unroll", -1, self.unroll_choices))
-        coords.append(Coordinate("cache_write", -1, (0, 1)))
+        coords += [Coordinate(knob, -1, choices) for knob, choices in self.scalar_knobs.items()]
         self.coordinates: tuple[Coordinate, ...] = tuple(coords)
-        self.knobs = frozenset([lp.name for lp in self.loops] + ["unroll", "cache_write"])
+        self.knobs = frozenset([lp.name for lp in self.loops] + list(self.scalar_knobs))
 
     @property
     def spatial(self) -> list[str]:
@@ -103,22 +114,21 @@ class LoopTiling:
                 )
             if tiles[-1] > self.max_innermost:
                 raise SpaceError(f"innermost tile of {lp.name!r} is {tiles[-1]} > {self.max_innermost}")
-        if config["unroll"] not in self.unroll_choices:
-            raise SpaceError(f"unroll must be one of {self.unroll_choices}, got {config['unroll']!r}")
-        if config["cache_write"] not in (0, 1):
-            raise SpaceError(f"cache_write must be 0 or 1, got {config['cache_write']!r}")
+        for knob, choices in self.scalar_knobs.items():
+            if config[knob] not in choices:
+                raise SpaceError(f"{knob} must be one of {choices}, got {config[knob]!r}")
 
     # -- sampling and moves ---------------------------------------------------
     def sample(self, rng: np.random.Generator) -> dict[str, object]:
-        """Random tile knob values: each loop's factorization uniformly, then unroll and cache_write."""
+        """Random tile knob values: each loop's factorization uniformly, then each scalar knob's choice."""
         values: dict[str, object] = {}
         for lp in self.loops:
             # The index of a uniformly drawn factorisation, built without listing them all.
             count = count_factorizations(lp.extent, self.levels[lp.name], self.max_innermost)
             values[lp.name] = nth_factorization(lp.extent, self.levels[lp.name], self.max_innermost,
                                                 int(rng.integers(count)))
-        values["unroll"] = self.unroll_choices[int(rng.integers(len(self.unroll_choices)))]
-        values["cache_write"] = int(rng.integers(2))
+        for knob, choices in self.scalar_knobs.items():
+            values[knob] = choices[int(rng.integers(len(choices)))]
         return values
 
     def coordinate_index(self, config: Config, coord: Coordinate) -> int:
@@ -187,12 +197,13 @@ class LoopTiling:
 
     def describe(self, config: Config) -> str:
         parts = [f"{lp.name}={'x'.join(map(str, config[lp.name]))}" for lp in self.loops if lp.extent > 1]
-        return " ".join(parts + [f"unroll={config['unroll']}", f"cache_write={config['cache_write']}"])
+        return " ".join(parts + [f"{knob}={config[knob]}" for knob in self.scalar_knobs])
 
     def bands(self, config: Config) -> tuple[list[list[int]], list[list[int]]]:
-        """The tile sizes level by level: (spatial levels S0..S3, reduction levels R0..R1), each a list per loop."""
-        spatial = [[config[n][level] for n in self.spatial] for level in range(SPATIAL_LEVELS)]
-        reduction = [[config[n][level] for n in self.reduction] for level in range(REDUCTION_LEVELS)]
+        """The tile sizes level by level: (spatial levels S0..S3, reduction levels R0..R1 on a CPU), each a
+        list per loop."""
+        spatial = [[config[n][level] for n in self.spatial] for level in range(self.spatial_levels)]
+        reduction = [[config[n][level] for n in self.reduction] for level in range(self.reduction_levels)]
         return spatial, reduction
 
 
