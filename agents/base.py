@@ -50,6 +50,21 @@ class Agent(ABC):
         of them must be given); ``callback`` sees every trial (e.g. a progress bar).
         """
 
+    def start_tuner(self, env: gym.Env, budget: int | None, time_budget: float | None, seed: Any,
+                    callback: TuningCallback | Sequence[TuningCallback] | None) -> tuple[Any, Tuner, int]:
+        """What every :meth:`tune` through a Tuner starts with: check the arguments, then open the Tuner.
+
+        Returns the unwrapped tuning env, the budgeted :class:`~tensorgym.tuner.Tuner` over its
+        evaluator, and the checked seed.
+        """
+        base = tuning_env(env)
+        self.check_space(base.search_space.name)
+        check_budget(budget, time_budget)
+        seed = _seed(seed)
+        tuner = Tuner(base.evaluator, budget=budget, time_budget=time_budget, callback=callback,
+                      label=f"{self.name} {base.workload.label}")
+        return base, tuner, seed
+
 
 class SearchAgent(Agent):
     """A search over the env's own space through the :class:`~tensorgym.tuner.Tuner`.
@@ -75,12 +90,7 @@ class SearchAgent(Agent):
 
     def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
              callback: TuningCallback | Sequence[TuningCallback] | None = None) -> TuningResult:
-        base = tuning_env(env)
-        self.check_space(base.search_space.name)
-        check_budget(budget, time_budget)
-        seed = _seed(seed)
-        tuner = Tuner(base.evaluator, budget=budget, time_budget=time_budget, callback=callback,
-                      label=f"{self.name} {base.workload.label}")
+        _, tuner, seed = self.start_tuner(env, budget, time_budget, seed, callback)
         extra = self.search(tuner, np.random.default_rng(seed), seed) or {}
         return tuner.result(self.name, seed, **extra)
 

@@ -555,10 +555,15 @@ def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Se
 def _to_retime(board: Leaderboard, env_id: str, rounds: int) -> tuple[list, list]:
     """The runs ``(agent, index, result)`` and vendor references of ``env_id`` not yet re-timed ``rounds`` times."""
     runs = [(name, i, r) for name in board.agents for i, r in enumerate(board.results.get((env_id, name), []))
-            if r.best_config is not None and len(r.extra.get("remeasured_samples", ())) < rounds]
+            if r.best_config is not None and _rounds_done(r.extra) < rounds]
     refs = [ref for ref in board.vendor.get(env_id, []) if ref.get("gflops") is not None and "backend" in ref
-            and len(ref.get("remeasured_samples", ())) < rounds]
+            and _rounds_done(ref) < rounds]
     return runs, refs
+
+
+def _rounds_done(facts: dict[str, Any]) -> int:
+    """How many re-timing rounds a result or vendor reference has had (busy rounds leave no sample behind)."""
+    return int(facts.get("remeasured_rounds", len(facts.get("remeasured_samples", ()))))
 
 
 def _store_retimes(board: Leaderboard, env_id: str, runs: list, refs: list, kernel_values: list[list[float]],
@@ -567,10 +572,12 @@ def _store_retimes(board: Leaderboard, env_id: str, runs: list, refs: list, kern
     for (name, i, result), values in zip(runs, kernel_values):
         result.extra["remeasured_samples"] = values
         result.extra["remeasured_gflops"] = median_or_none(values)
+        result.extra["remeasured_rounds"] = plan.remeasure
         result.save(board.result_files[(env_id, name)][i])
     for ref, values in zip(refs, vendor_values):
         ref["remeasured_samples"] = values
         ref["remeasured_gflops"] = median_or_none(values)
+        ref["remeasured_rounds"] = plan.remeasure
     if refs:
         _write_json(plan.vendor_path(env_id), board.vendor[env_id])
 

@@ -65,6 +65,14 @@ def test_microkernel_kernels_in_every_layout_and_packing_match_numpy(layout, pac
     assert ("pre-pass" in info["packing"]) == (packing == "weights")
 
 
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_weight_pre_pass_pads_filters_that_fill_no_whole_vector(layout, catalogue, measurer):
+    space = MicrokernelSpace(conv2d(1, 16, 8, 8, 20, 3, 3, 1, 1, layout=layout), TARGET, catalogue=catalogue,
+                             packing="weights")
+    record = measurer.measure(space, [space.sample(np.random.default_rng(2))])[0]
+    assert record.ok, record.error[:500]
+
+
 def test_matmul_weights_pre_pass_matches_numpy(catalogue, measurer):
     space = MicrokernelSpace(matmul(64, 40, 32), TARGET, catalogue=catalogue, packing="weights")
     record = measurer.measure(space, [space.sample(np.random.default_rng(1))])[0]

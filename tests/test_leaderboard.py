@@ -168,11 +168,13 @@ def test_compare_two_agents_on_real_kernels_then_resume(tmp_path):
         assert len(result.trials) == 6 and result.best_gflops > 0
     assert {r["library"].split()[0] for r in board.vendor[TEST_ENV]} == {"numpy", "torch"}
     assert all(r["gflops"] > 0 for r in board.vendor[TEST_ENV])
-    # the winners and the vendors were re-timed in 3 interleaved rounds
+    # the winners and the vendors were re-timed in 3 interleaved rounds (rounds a busy machine spoilt leave
+    # no sample when a clean one exists)
     for agent in ("random", "optuna"):
         (result,) = board.results[(TEST_ENV, agent)]
-        assert len(result.extra["remeasured_samples"]) == 3 and result.extra["remeasured_gflops"] > 0
-    assert all(len(r["remeasured_samples"]) == 3 for r in board.vendor[TEST_ENV])
+        assert result.extra["remeasured_rounds"] == 3 and result.extra["remeasured_gflops"] > 0
+        assert 1 <= len(result.extra["remeasured_samples"]) <= 3
+    assert all(r["remeasured_rounds"] == 3 and 1 <= len(r["remeasured_samples"]) <= 3 for r in board.vendor[TEST_ENV])
     assert "re-timed" in text_table(board)
     with Database(db) as database:
         measured = database.count()

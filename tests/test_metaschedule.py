@@ -11,7 +11,7 @@ from fakes import SyntheticEvaluator
 from tensorgym.agents import Agent, SearchAgent
 from tensorgym.baselines.metaschedule import MetaScheduleAgent, MetaScheduleRun, MetaScheduleSpace
 from tensorgym.baselines.metaschedule.design import Knob, signature_digest
-from tensorgym.baselines.metaschedule.job import _status
+from tensorgym.baselines.metaschedule.recording import trial_status as _status
 from tensorgym.baselines.metaschedule.tvmscript import _stack_without_modules
 from tensorgym.envs import make_env
 from tensorgym.spaces import Config, SpaceError

@@ -33,13 +33,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from tensorgym.envs.base import tuning_env
 from tensorgym.envs.tile_hop import TileHopEnv
 from tensorgym.errors import InvalidArgumentError, TensorgymError
 from tensorgym.record import Record
-from tensorgym.tuner import Tuner, TuningCallback, TuningResult, check_budget
+from tensorgym.tuner import Tuner, TuningCallback, TuningResult
 
-from ..base import Agent, _seed
+from ..base import Agent
 from .policy import PolicyMismatch, check_fits, load_policy, masked_action
 
 # Steps in a row that measure nothing new before the agent gives up on the current episode, and episodes
@@ -118,12 +117,7 @@ class RLAgent(Agent):
 
     def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
              callback: TuningCallback | Sequence[TuningCallback] | None = None) -> TuningResult:
-        base = tuning_env(env)
-        self.check_space(base.search_space.name)
-        check_budget(budget, time_budget)
-        seed = _seed(seed)
-        tuner = Tuner(base.evaluator, budget=budget, time_budget=time_budget, callback=callback,
-                      label=f"{self.name} {base.workload.label}")
+        base, tuner, seed = self.start_tuner(env, budget, time_budget, seed, callback)
         try:
             walker = self._walker(base, TunerRecords(tuner))  # refuses a policy that does not fit
         except BaseException:

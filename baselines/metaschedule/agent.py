@@ -71,7 +71,6 @@ from scratch: ``tune_tir`` cannot resume a search.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import shutil
 import tempfile
@@ -88,7 +87,6 @@ from tensorgym.config import Config
 from tensorgym.envs.base import tuning_env
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.evaluator import Evaluator
-from tensorgym.measure.worker import Worker
 from tensorgym.record import Record
 from tensorgym.target import Target
 from tensorgym.text import slug
@@ -96,6 +94,7 @@ from tensorgym.tuner import Trial, TuningCallback, TuningResult, as_callback, ch
 from tensorgym.workloads import Workload
 
 from .design import Signature, signature_from_json
+from .job_runner import RESULT_FILE, ProgressFile, finished_run, run_job, save_finished_run
 from .space import MetaScheduleSpace
 
 log = logging.getLogger(__name__)
@@ -195,18 +194,15 @@ class MetaScheduleAgent(Agent):
         ``on_trial`` sees MetaSchedule's trials while it runs (with its own timings; no configs).
         """
         work_dir = Path(work_dir)
-        done = work_dir / "result.json"
-        if self.reuse and done.exists():
+        data = finished_run(work_dir, self.reuse)
+        if data is not None:
             try:
-                data = json.loads(done.read_text())
-                log.info("reusing the finished MetaSchedule run in %s", work_dir)
                 run = self._run_from_json(data, work_dir)
-                if on_trial is not None:
-                    for trial in self._timeline(run, workload):
-                        on_trial(trial)
+                for trial in self._timeline(run, workload) if on_trial is not None else ():
+                    on_trial(trial)
                 return run
-            except (json.JSONDecodeError, KeyError, TypeError):
-                log.warning("ignoring the unreadable %s", done)
+            except (KeyError, TypeError):
+                log.warning("ignoring the unreadable %s", work_dir / RESULT_FILE)
         shutil.rmtree(work_dir, ignore_errors=True)  # an interrupted run cannot be resumed: start again
         work_dir.mkdir(parents=True)
         trials = budget if budget is not None else 100_000  # time budget only: MetaSchedule stops on the clock
@@ -216,29 +212,14 @@ class MetaScheduleAgent(Agent):
             timeout = 600.0 + budget * (5.0 + 20.0 * workload.gflop)
         else:
             timeout = 600.0 + 2.0 * time_budget
-        worker = Worker("metaschedule", work_dir, env={"TVM_NUM_THREADS": str(target.num_cores)}, preload=())
         log.info("MetaSchedule on %s: %s trials, logs in %s", workload.label, budget, work_dir)
-        progress = _Progress(work_dir / "progress.jsonl", on_trial)
-        try:
-            worker.submit("tensorgym.baselines.metaschedule.job:tune_here", workload, target, trials, seed,
-                          str(work_dir), time_budget, self.trials_per_iter, self.build_timeout, self.run_timeout,
-                          self.top_k)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                conn = worker.connection
-                if conn is None or conn.poll(2.0):
-                    break
-                progress.poll()
-            outcome = worker.collect(max(0.0, deadline - time.monotonic()))
-            progress.poll()
-        finally:
-            worker.close()
-        if not outcome.ok:
-            raise RuntimeError(f"MetaSchedule on {workload.label} failed ({outcome.kind}); see "
-                               f"{worker.log_path}: {outcome.error[-1500:]}")
-        data = outcome.value
+        progress = ProgressFile(work_dir / "progress.jsonl", _trial_reporter(on_trial))
+        data = run_job("metaschedule", workload.label, work_dir, target,
+                       "tensorgym.baselines.metaschedule.job:tune_here",
+                       (workload, target, trials, seed, str(work_dir), time_budget, self.trials_per_iter,
+                        self.build_timeout, self.run_timeout, self.top_k), timeout, progress)
         data["budget"], data["time_budget"], data["seed"] = budget, time_budget, seed
-        done.write_text(json.dumps(data))
+        save_finished_run(work_dir, data)
         return self._run_from_json(data, work_dir)
 
     @staticmethod
@@ -291,26 +272,12 @@ class MetaScheduleAgent(Agent):
         )
 
 
-class _Progress:
-    """Reads the trials the MetaSchedule job appends to its progress file, and passes them on."""
+def _trial_reporter(on_trial: Callable[[Trial], None] | None) -> Callable[[dict[str, Any]], None]:
+    """Turns the job's progress lines into trials for ``on_trial`` (MetaSchedule's own timings, no configs)."""
 
-    def __init__(self, path: Path, on_trial: Callable[[Trial], None] | None):
-        self.path = path
-        self.on_trial = on_trial
-        self.seen = 0
+    def report(entry: dict[str, Any]) -> None:
+        if on_trial is not None:
+            on_trial(Trial(entry["index"], entry["elapsed_s"], None, entry["status"], entry["gflops"],
+                           entry["best_gflops"], True))
 
-    def poll(self) -> None:
-        if self.on_trial is None:
-            return
-        try:
-            lines = self.path.read_text().splitlines()
-        except OSError:
-            return
-        for line in lines[self.seen:]:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a line being written; read it next time
-            self.seen += 1
-            self.on_trial(Trial(entry["index"], entry["elapsed_s"], None, entry["status"], entry["gflops"],
-                                entry["best_gflops"], True))
+    return report

@@ -28,7 +28,6 @@ one starts again (``tune_tasks`` cannot resume).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import shutil
 import tempfile
@@ -42,13 +41,13 @@ import gymnasium as gym
 from tensorgym.config import Config
 from tensorgym.envs.network_env import unwrap_network_env
 from tensorgym.evaluator import Evaluator
-from tensorgym.measure.worker import Worker
 from tensorgym.network_result import NetworkResult, NetworkTrial, TaskResult
 from tensorgym.network_tuning import NetworkCallback, as_network_callback, default_measure_per_round
 from tensorgym.text import slug
 from tensorgym.tuner import check_budget
 
 from .design import signature_from_json
+from .job_runner import RESULT_FILE, ProgressFile, finished_run, run_job, save_finished_run
 from .space import MetaScheduleSpace
 
 log = logging.getLogger(__name__)
@@ -116,16 +115,14 @@ class MetaScheduleNetworkTuner:
     def _run(self, base, live: list[int], work_dir: Path, budget: int | None, time_budget: float | None, seed: int,
              per_round: int, callback: NetworkCallback) -> dict[str, Any]:
         network = base.network
-        done = work_dir / "result.json"
-        if self.reuse and done.exists():
+        data = finished_run(work_dir, self.reuse)
+        if data is not None:
             try:
-                data = json.loads(done.read_text())
-                log.info("reusing the finished MetaSchedule network run in %s", work_dir)
                 for trial in self._timeline(network, live, data["trials"]):
                     callback.on_trial(trial)
                 return data
-            except (json.JSONDecodeError, KeyError, TypeError):
-                log.warning("ignoring the unreadable %s", done)
+            except (KeyError, TypeError):
+                log.warning("ignoring the unreadable %s", work_dir / RESULT_FILE)
         shutil.rmtree(work_dir, ignore_errors=True)  # an interrupted run cannot be resumed: start again
         work_dir.mkdir(parents=True)
         trials = budget if budget is not None else 1_000_000  # time budget only: MetaSchedule stops on the clock
@@ -136,29 +133,14 @@ class MetaScheduleNetworkTuner:
             timeout = 900.0 + budget * (5.0 + 20.0 * max(w.gflop for w in workloads))
         else:
             timeout = 900.0 + 2.0 * time_budget
-        worker = Worker("metaschedule-network", work_dir, env={"TVM_NUM_THREADS": str(base.target.num_cores)},
-                        preload=())
         log.info("MetaSchedule on %s (%d layers): %s trials, logs in %s", network.name, len(live), budget, work_dir)
-        progress = _Progress(work_dir / "progress.jsonl", network, live, callback)
-        try:
-            worker.submit("tensorgym.baselines.metaschedule.network_job:tune_network_here", workloads,
-                          [network.tasks[i].weight for i in live], base.target, trials, seed, str(work_dir),
-                          time_budget, per_round, self.build_timeout, self.run_timeout, self.top_k)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                conn = worker.connection
-                if conn is None or conn.poll(2.0):
-                    break
-                progress.poll()
-            outcome = worker.collect(max(0.0, deadline - time.monotonic()))
-            progress.poll()
-        finally:
-            worker.close()
-        if not outcome.ok:
-            raise RuntimeError(f"MetaSchedule on {network.name} failed ({outcome.kind}); see {worker.log_path}: "
-                               f"{outcome.error[-1500:]}")
-        data = outcome.value
-        done.write_text(json.dumps(data))
+        timeline = _Timeline(network, live)
+        progress = ProgressFile(work_dir / "progress.jsonl", lambda entry: callback.on_trial(timeline.add(entry)))
+        data = run_job("metaschedule-network", network.name, work_dir, base.target,
+                       "tensorgym.baselines.metaschedule.network_job:tune_network_here",
+                       (workloads, [network.tasks[i].weight for i in live], base.target, trials, seed, str(work_dir),
+                        time_budget, per_round, self.build_timeout, self.run_timeout, self.top_k), timeout, progress)
+        save_finished_run(work_dir, data)
         return data
 
     @staticmethod
@@ -224,22 +206,3 @@ class _Timeline:
         estimate = self.network.estimate([self.best.get(i) for i in range(len(self.network.tasks))])
         return NetworkTrial(self.count, entry["elapsed_s"], task, 0, entry["status"], latency, estimate, True)
 
-
-class _Progress:
-    """Reads the trials the job appends to its progress file and passes them on as network trials."""
-
-    def __init__(self, path: Path, network, live: list[int], callback: NetworkCallback):
-        self.path, self.callback = path, callback
-        self.timeline = _Timeline(network, live)
-
-    def poll(self) -> None:
-        try:
-            lines = self.path.read_text().splitlines()
-        except OSError:
-            return
-        for line in lines[self.timeline.count:]:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a line being written; read it next time
-            self.callback.on_trial(self.timeline.add(entry))

@@ -13,20 +13,15 @@ rebuild exactly the kernels MetaSchedule measured.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from tensorgym.config import Config
-from tensorgym.spaces.base import SpaceError
 from tensorgym.target import Target
 from tensorgym.workloads import Workload
 
-from .design import Design, scalar
-from .job import _status, _structural_equal
+from .design import Design
+from .recording import Clock, attach_configs, rebuilds_exactly, timed_runner_and_recorder
 from .tvmscript import install_fast_tvmscript_stack, popen_initializer
 
 GRADIENT_ALPHA = 0.2  # MetaSchedule's GradientBased defaults
@@ -39,7 +34,6 @@ def tune_network_here(workloads: Sequence[Workload], weights: Sequence[float], t
     """Runs in the MetaSchedule worker: ``tune_tasks`` with a recorder, then each task's trials as configs."""
     install_fast_tvmscript_stack()
     import tvm
-    from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
     from tvm.s_tir.meta_schedule.utils import fork_seed
@@ -53,68 +47,21 @@ def tune_network_here(workloads: Sequence[Workload], weights: Sequence[float], t
                                                fork_seed(seed, n=len(workloads)))]
     progress_path = Path(work_dir) / "progress.jsonl"
     progress_path.write_text("")
-    t0 = time.monotonic()
-
-    def clock() -> float:
-        return time.monotonic() - t0
-
-    local_runner = ms.runner.LocalRunner(
-        timeout_sec=run_timeout, initializer=popen_initializer,
-        evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=100,
-                                                   enable_cpu_cache_flush=False))
-
-    @derived_object
-    class TimedRunner(ms.runner.PyRunner):
-        """LocalRunner, one candidate at a time, noting when each result is known."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.batches: list[tuple[float, list[float]]] = []
-
-        def run(self, runner_inputs):
-            done: list[float] = []
-            self.batches.append((clock(), done))
-            futures = []
-            for runner_input in runner_inputs:
-                futures.extend(local_runner.run([runner_input]))
-                done.append(clock())
-            return futures
-
-    runner = TimedRunner()
+    clock = Clock()
     trials: list[dict[str, Any]] = []
     traces: list[Any] = []
 
-    @derived_object
-    class Recorder(ms.measure_callback.PyMeasureCallback):
-        """Keeps every measured candidate with its task and the time its result was known; the time budget."""
+    def on_batch(task_scheduler, task_id: int, batch, now: float) -> None:
+        with progress_path.open("a") as f:  # one line per trial, read by the caller's callbacks
+            for entry, trace in batch:
+                trials.append(entry)
+                traces.append(trace)
+                f.write(json.dumps({k: entry[k] for k in ("task", "elapsed_s", "status", "latency_s")}) + "\n")
+        if time_budget is not None and now >= time_budget:
+            for i in range(len(tasks)):
+                task_scheduler.terminate_task(i)
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.batches_seen = 0
-
-        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-            now = clock()
-            new_batches = runner.batches[self.batches_seen:]
-            self.batches_seen = len(runner.batches)
-            builds_done = new_batches[0][0] if new_batches else now
-            run_times = iter([t for _, times in new_batches for t in times])
-            batch = []
-            for candidate, built, ran in zip(measure_candidates, builder_results, runner_results):
-                elapsed = builds_done if built.error_msg else next(run_times, now)
-                secs = [float(scalar(s)) for s in ran.run_secs] if ran.run_secs else []
-                status = _status(built.error_msg, ran.error_msg)
-                latency = float(np.mean(secs)) if status == "ok" and secs else None
-                batch.append(({"task": int(task_id), "elapsed_s": elapsed, "status": status, "latency_s": latency,
-                               "error": (built.error_msg or ran.error_msg or "")[:2000]}, candidate.sch.trace))
-            batch.sort(key=lambda item: item[0]["elapsed_s"])
-            with progress_path.open("a") as f:  # one line per trial, read by the caller's callbacks
-                for entry, trace in batch:
-                    trials.append(entry)
-                    traces.append(trace)
-                    f.write(json.dumps({k: entry[k] for k in ("task", "elapsed_s", "status", "latency_s")}) + "\n")
-            if time_budget is not None and now >= time_budget:
-                for i in range(len(tasks)):
-                    task_scheduler.terminate_task(i)
+    runner, recorder = timed_runner_and_recorder(clock, run_timeout, on_batch)
 
     ms.tune_tasks(
         tasks=tasks, task_weights=[float(w) for w in weights], work_dir=work_dir, max_trials_global=budget,
@@ -122,16 +69,12 @@ def tune_network_here(workloads: Sequence[Workload], weights: Sequence[float], t
         builder=ms.builder.LocalBuilder(max_workers=target.num_cores, timeout_sec=build_timeout,
                                         initializer=popen_initializer),
         runner=runner, database=ms.database.JSONDatabase(work_dir=work_dir), cost_model="xgb",
-        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), Recorder()],
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), recorder],
         task_scheduler=ms.task_scheduler.GradientBased(alpha=GRADIENT_ALPHA, window_size=GRADIENT_WINDOW, seed=seed),
     )
     tune_s = clock()
 
-    unmatched = 0
-    for entry, trace in zip(trials, traces):
-        config = designs[entry["task"]].config_of(trace)
-        entry["config"] = config.to_json() if config is not None else None
-        unmatched += config is None
+    unmatched = attach_configs(trials, traces, lambda entry: designs[entry["task"]])
     top: list[list[int]] = [[] for _ in workloads]
     mismatched = 0
     ranked = sorted((i for i, e in enumerate(trials) if e["latency_s"] and e["config"]),
@@ -140,14 +83,7 @@ def tune_network_here(workloads: Sequence[Workload], weights: Sequence[float], t
         task = trials[i]["task"]
         if len(top[task]) >= top_k or trials[i]["config"] in [trials[j]["config"] for j in top[task]]:
             continue
-        design = designs[task]
-        original = tvm.s_tir.Schedule(design.mod)
-        traces[i].apply_to_schedule(original, remove_postproc=False)
-        try:
-            same = _structural_equal(design.schedule(Config.from_json(trials[i]["config"])).mod, original.mod)
-        except SpaceError:
-            same = False
-        if same:
+        if rebuilds_exactly(designs[task], traces[i], trials[i]["config"]):
             top[task].append(i)
         else:
             mismatched += 1

@@ -30,7 +30,6 @@ import ctypes
 import errno
 import json
 import os
-import signal
 import tempfile
 import time
 import uuid
@@ -44,8 +43,7 @@ from ..spaces.base import Space
 from ..target import cuda_ordinal
 from .faults import InfrastructureFault, infrastructure_cause, low_disk
 from .protocol import TimingProtocol
-from .tasks import poisoned_like, reference_data, relative_error
-from .worker import mark
+from .tasks import enter_kernel, poisoned_like, reference_data, relative_error
 
 _session: GpuSession | None = None
 
@@ -110,14 +108,7 @@ def run_cuda(space: Space, config: Config, manifest_path: str, *, check: bool, p
     try:
         pointers = [gpu.upload(a) for a in arrays]
         launch, release = _loaded(gpu, manifest, pointers)
-        mark("kernel")  # from here on, a fault signal is the kernel's (see .faults)
-        if fault == "crash":
-            os.kill(os.getpid(), signal.SIGSEGV)
-        elif fault == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        elif fault == "hang":
-            while True:
-                time.sleep(3600)
+        enter_kernel(fault)
 
         def call() -> None:
             launch()

@@ -102,6 +102,19 @@ def link_shared(output: str, objects: list[str], options: list[str] | None = Non
 
 
 @lru_cache(maxsize=4)
+def enter_kernel(fault: str | None = None) -> None:
+    """Mark that the kernel is about to run (a fault signal from here on is the kernel's, see .faults),
+    then act out an injected runtime ``fault``."""
+    mark("kernel")
+    if fault == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif fault == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault == "hang":
+        while True:
+            time.sleep(3600)
+
+
 def reference_data(workload: Workload) -> tuple[list[np.ndarray], np.ndarray]:
     """Fixed random inputs of a workload and their NumPy reference output."""
     inputs = workload.random_inputs(seed=0)
@@ -160,14 +173,7 @@ def check_and_time(module, device, space: Space, config: Config, *, check: bool,
         arrays[-1] = poisoned_like(arrays[-1])  # outputs the kernel forgets to write then fail
     args = [tvm.runtime.tensor(a, device) for a in arrays]
 
-    mark("kernel")  # from here on, a fault signal is the kernel's (see .faults)
-    if fault == "crash":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    elif fault == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif fault == "hang":
-        while True:
-            time.sleep(3600)
+    enter_kernel(fault)
 
     # warm-up, and the checked call
     first_call_s = protocol.first_call(lambda: module["main"](*args), force=fresh_process)

@@ -75,6 +75,27 @@ int tg_separate_epilogue(float* out, const float* bias, long long rows, int cols
 TG_EXPORT const char* tg_last_error() {{ return tg_error.c_str(); }}
 """
 
+
+def _run_entries(rows: str, columns: str) -> str:
+    """The ``tg_initialize`` and ``tg_run`` entry points every template ends with.
+
+    ``rows`` and ``columns`` are the C++ expressions for the output's shape, which the separate
+    (unfused) bias+ReLU epilogue walks.
+    """
+    return r"""
+TG_EXPORT int tg_initialize(void* workspace, void* stream) {{
+  return tg_status("initialize", op.initialize(arguments, workspace, (cudaStream_t)stream));
+}}
+
+TG_EXPORT int tg_run(void* stream) {{
+  if (int err = tg_status("run", op.run((cudaStream_t)stream))) return err;
+  if (EPILOGUE == {separate})
+    return tg_separate_epilogue(output, bias, """ + rows + ", " + columns + r""", (cudaStream_t)stream);
+  return 0;
+}}
+"""
+
+
 _GEMM_2X = r"""
 {definition}
 namespace {{
@@ -103,17 +124,7 @@ TG_EXPORT int tg_prepare(void* const* pointers, const long long* runtime, unsign
   *workspace_bytes = Operator::get_workspace_size(arguments);
   return 0;
 }}
-
-TG_EXPORT int tg_initialize(void* workspace, void* stream) {{
-  return tg_status("initialize", op.initialize(arguments, workspace, (cudaStream_t)stream));
-}}
-
-TG_EXPORT int tg_run(void* stream) {{
-  if (int err = tg_status("run", op.run((cudaStream_t)stream))) return err;
-  if (EPILOGUE == {separate}) return tg_separate_epilogue(output, bias, M, N, (cudaStream_t)stream);
-  return 0;
-}}
-"""
+""" + _run_entries("M", "N")
 
 _CONV_2X = r"""
 {definition}
@@ -148,17 +159,7 @@ TG_EXPORT int tg_prepare(void* const* pointers, const long long* runtime, unsign
   *workspace_bytes = op.get_workspace_size(arguments);
   return 0;
 }}
-
-TG_EXPORT int tg_initialize(void* workspace, void* stream) {{
-  return tg_status("initialize", op.initialize(arguments, workspace, (cudaStream_t)stream));
-}}
-
-TG_EXPORT int tg_run(void* stream) {{
-  if (int err = tg_status("run", op.run((cudaStream_t)stream))) return err;
-  if (EPILOGUE == {separate}) return tg_separate_epilogue(output, bias, (long long)N * P * Q, K, (cudaStream_t)stream);
-  return 0;
-}}
-"""
+""" + _run_entries("(long long)N * P * Q", "K")
 
 _GEMM_3X = r"""
 {definition}
@@ -198,17 +199,7 @@ TG_EXPORT int tg_prepare(void* const* pointers, const long long* runtime, unsign
   *workspace_bytes = Operator::get_workspace_size(arguments);
   return 0;
 }}
-
-TG_EXPORT int tg_initialize(void* workspace, void* stream) {{
-  return tg_status("initialize", op.initialize(arguments, workspace, (cudaStream_t)stream));
-}}
-
-TG_EXPORT int tg_run(void* stream) {{
-  if (int err = tg_status("run", op.run((cudaStream_t)stream))) return err;
-  if (EPILOGUE == {separate}) return tg_separate_epilogue(output, bias, M, N, (cudaStream_t)stream);
-  return 0;
-}}
-"""
+""" + _run_entries("M", "N")
 
 _EPILOGUE_INCLUDES = ("cutlass/epilogue/thread/linear_combination.h",
                       "cutlass/epilogue/thread/linear_combination_relu.h")

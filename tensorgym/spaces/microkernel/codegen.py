@@ -469,26 +469,18 @@ class _Conv(_Generator):
     def _pack_kernel(self, kernel, T, tirx) -> None:
         wl, V = self.wl, self.V
         zero = tirx.const(0.0, "float32")
+
+        def padded(load):  # filters past F (when V does not divide it) pack as zeros
+            if wl.F % V == 0:
+                return load
+            return lambda f, r, s, c: tirx.if_then_else(f < wl.F, load(tirx.min(f, wl.F - 1), r, s, c), zero)
+
         if wl.layout == "NHWC":  # HWIO: output channels are already contiguous
-            with T.parallel(0, self.fv * wl.R) as fr:
-                fo, r = fr // wl.R, fr % wl.R
-                with T.serial(0, wl.S) as s_:
-                    with T.serial(0, wl.C) as c:
-                        with T.vectorized(0, V) as v:
-                            f = fo * V + v
-                            value = kernel[r, s_, c, f] if wl.F % V == 0 else tirx.if_then_else(
-                                f < wl.F, kernel[r, s_, c, tirx.min(f, wl.F - 1)], zero)
-                            T.buffer_store(self.kp, value, [fo, r, s_, c, v])
+            self._pack_filters(T, padded(lambda f, r, s, c: kernel[r, s, c, f]))
             return
         if wl.layout == "NCHWc":  # OIhw16i16o
             b = CHANNEL_BLOCK
-            with T.parallel(0, self.fv * wl.R) as fr:
-                fo, r = fr // wl.R, fr % wl.R
-                with T.serial(0, wl.S) as s_:
-                    with T.serial(0, wl.C) as c:
-                        with T.vectorized(0, V) as v:
-                            f = fo * V + v
-                            T.buffer_store(self.kp, kernel[f // b, c // b, r, s_, c % b, f % b], [fo, r, s_, c, v])
+            self._pack_filters(T, lambda f, r, s, c: kernel[f // b, c // b, r, s, c % b, f % b])
             return
         per_filter = wl.C * wl.R * wl.S
         if wl.F % V == 0 and per_filter % V == 0:
@@ -503,15 +495,17 @@ class _Conv(_Generator):
                         c, r, s = e // (wl.R * wl.S), e // wl.S % wl.R, e % wl.S
                         T.buffer_store(self.kp, column, [fo, r, s, c, T.ramp(0, 1, V)])
             return
+        self._pack_filters(T, padded(lambda f, r, s, c: kernel[f, c, r, s]))
+
+    def _pack_filters(self, T, load) -> None:
+        """``Kp[f // V][r][s][c][f % V] = load(f, r, s, c)``, one (filter block, r) pair per parallel task."""
+        wl, V = self.wl, self.V
         with T.parallel(0, self.fv * wl.R) as fr:
             fo, r = fr // wl.R, fr % wl.R
             with T.serial(0, wl.S) as s:
                 with T.serial(0, wl.C) as c:
                     with T.vectorized(0, V) as v:
-                        f = fo * V + v
-                        value = kernel[f, c, r, s] if wl.F % V == 0 else tirx.if_then_else(
-                            f < wl.F, kernel[tirx.min(f, wl.F - 1), c, r, s], zero)
-                        T.buffer_store(self.kp, value, [fo, r, s, c, v])
+                        T.buffer_store(self.kp, load(fo * V + v, r, s, c), [fo, r, s, c, v])
 
     def _unpack(self, out, T) -> None:
         """The packed ``Op[n][k/V][h][w][V]`` into the workload's output (padding channels dropped)."""
