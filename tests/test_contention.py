@@ -93,6 +93,9 @@ def test_a_kernel_far_slower_than_the_incumbent_is_timed_short():
     # A first call that misled (cold caches) is followed by a full timing.
     full = protocol.run(1.0, constant_sampler(0.2), incumbent_s=0.1, probe=ScriptedProbe([]))
     assert full.mode == "full" and len(full.samples) >= protocol.min_samples
+    # A slow sample taken while the machine was busy confirms nothing: the kernel is timed in full.
+    busy = protocol.run(1.0, constant_sampler(0.9), incumbent_s=0.1, probe=ScriptedProbe([0.5]))
+    assert busy.mode == "full" and len(busy.samples) >= protocol.min_samples
     # Without an incumbent, or with short timing switched off, every kernel is timed in full.
     assert protocol.run(1.0, constant_sampler(0.9), probe=ScriptedProbe([])).mode == "full"
     off = TimingProtocol(short_factor=0)

@@ -33,7 +33,8 @@ Two additions make the protocol cheaper and more honest:
 * **Short timing.** When the caller knows the fastest latency measured so far
   for the same workload (the *incumbent*) and the kernel's first call already
   took ``short_factor`` times that, one more sample is taken; if it confirms
-  the kernel is that slow, the timing stops there and is marked ``short``
+  the kernel is that slow on a quiet machine (a busy sample confirms nothing), the
+  timing stops there and is marked ``short``
   (the latency is that sample: what was measured, in less time). A slow kernel
   on BERT M3 costs a few calls instead of a full round.
 
@@ -149,9 +150,11 @@ class TimingProtocol:
         if self.short_factor and incumbent_s and single > self.short_factor * incumbent_s:
             number = max(1, math.ceil(self.min_repeat_ms / 1e3 / single))
             sample, share = rounds(number, 1)
-            if sample[0] > self.short_factor * incumbent_s:
+            if sample[0] > self.short_factor * incumbent_s and not is_busy(share, self.busy_share):
                 return Timing(sample, number, share, 0, SHORT, shares)
-            single = sample[0]  # the first call misled (cold caches): time it in full
+            # The first call misled (cold caches), or the machine was busy (a slow sample then says nothing
+            # of the kernel): time it in full, where busy rounds are taken again.
+            single = sample[0]
         if self.warmup_ms > single * 1e3:
             single = max(time_samples(math.ceil(self.warmup_ms / 1e3 / single), 1)[0], 1e-9)
         number = max(1, math.ceil(self.min_repeat_ms / 1e3 / single))
