@@ -62,7 +62,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -501,7 +501,7 @@ def _vendor_job(db: Database, workload: Workload, native_blas: bool = False) -> 
 
 def _retime_job(db: Database, workload: Workload, kernels: Sequence[tuple[str, Config]],
                 vendors: Sequence[tuple[str, str]], rounds: int, target: Target | None, native_blas: bool = False
-                ) -> tuple[list[list[float]], list[list[float]]]:
+                ) -> Retimed:
     with Measurer(target) as measurer:
         spaces = {name: make_space(name, workload, measurer.target) for name, _ in kernels}
         return retime_interleaved(measurer, [(spaces[name], config) for name, config in kernels],
@@ -509,9 +509,27 @@ def _retime_job(db: Database, workload: Workload, kernels: Sequence[tuple[str, C
                                   native_blas=native_blas)
 
 
+@dataclass
+class Retimed:
+    """What :func:`retime_interleaved` measured: GFLOP/s per round of each kernel and each vendor.
+
+    ``*_busy[i]`` says that every round of that kernel or vendor was taken on a busy machine, so its
+    values are what a busy machine gave. Unpacks as ``kernels, vendors``.
+    """
+
+    kernels: list[list[float]]
+    vendors: list[list[float]]
+    kernels_busy: list[bool]
+    vendors_busy: list[bool]
+
+    def __iter__(self) -> Iterator[list[list[float]]]:
+        yield self.kernels
+        yield self.vendors
+
+
 def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Sequence[tuple[Any, str, str]],
                        rounds: int, label: str = "re-timing", progress: bool = False, native_blas: bool = False
-                       ) -> tuple[list[list[float]], list[list[float]]]:
+                       ) -> Retimed:
     """Time kernels ``(space, config)`` and vendor references ``(workload, backend, layout)`` again.
 
     ``rounds`` rounds, each timing every kernel then every vendor once, so that
@@ -546,10 +564,12 @@ def retime_interleaved(measurer, kernels: Sequence[tuple[Any, Any]], vendors: Se
                 bar.update(1)
     if bar is not None:
         bar.close()
+    all_busy = [not values and bool(busy) for values, busy in zip(kernel_values + vendor_values,
+                                                                   kernel_busy + vendor_busy)]
     for values, busy in zip(kernel_values + vendor_values, kernel_busy + vendor_busy):
         if not values:
             values.extend(busy)
-    return kernel_values, vendor_values
+    return Retimed(kernel_values, vendor_values, all_busy[:len(kernels)], all_busy[len(kernels):])
 
 
 def _to_retime(board: Leaderboard, env_id: str, rounds: int) -> tuple[list, list]:

@@ -12,8 +12,8 @@ each kernel's GFLOP/s, its share of the measured fp32 FMA peak, and its ratio to
 the fastest vendor reference *of its kind* (weights packed per call, or once
 before timing) and to the fastest of all; vendors are named with the kernel
 family they ran. Vendor processes clear ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE``
-(``native_blas``). A ratio is never printed from a timing taken while other
-processes took the cores (``busy``); those rows say so.
+(``native_blas``). A ratio is never printed from a re-timing whose every round
+was taken while other processes took the cores (``busy``); those rows say so.
 
 Part 2, trial cost. The mean and median wall seconds per freshly measured
 trial (``Record.wall_s``: the trial's share of its batch's build phase plus its
@@ -263,29 +263,32 @@ def main(argv: list[str] | None = None) -> int:
                     refs.append(time_vendor(base, backend, layout, native_blas=True))
                 except (VendorUnavailable, RuntimeError) as exc:
                     print(f"   vendor {backend} {layout}: {exc}")
-            kernel_values, vendor_values = retime_interleaved(
+            retimed_all = retime_interleaved(
                 measurer, [(space, config) for _, _, space, (config, _), _, _ in runs],
                 [(base, ref.backend, ref.choice) for ref in refs], args.retime, progress=args.progress,
                 native_blas=True)
+            # A ratio is withheld only when every re-timing round of a kernel or vendor was busy: the
+            # ratios are of re-timed values, whatever the machine did while the agents tuned.
             vendors = []
-            for ref, values in zip(refs, vendor_values):
+            for ref, values, busy in zip(refs, retimed_all.vendors, retimed_all.vendors_busy):
                 vendors.append({**ref.to_json(), "retimed": median_or_none(values), "retimed_samples": values,
-                                "busy": ref.busy})
+                                "busy": busy, "first_busy": ref.busy})
             best_overall = max((v for v in vendors if v["retimed"]), key=lambda v: v["retimed"], default=None)
             best_kind = {kind: max((v for v in vendors if v["retimed"] and v["weights"] == kind),
                                    key=lambda v: v["retimed"], default=None) for kind in ("per call", PRE_PACKED)}
             rows, layer_out = [], {"kernels": [], "vendors": vendors, "workload": base.to_json()}
             top = None
-            for (combo, budget, space, (config, first), weights, result), values in zip(runs, kernel_values):
+            for (combo, budget, space, (config, first), weights, result), values, busy in zip(
+                    runs, retimed_all.kernels, retimed_all.kernels_busy):
                 retimed = median_or_none(values)
-                busy = bool(result.extra.get("busy_trials"))
                 rows.append([f"{combo} @{budget}", weights, _fmt(first), _fmt(retimed),
                              "-" if not retimed else f"{100 * retimed / peak:.0f} %",
                              _ratio(retimed, best_kind[weights], busy), _ratio(retimed, best_overall, busy)])
                 layer_out["kernels"].append({"combo": combo, "budget": budget, "weights": weights,
                                              "config": config.to_json(), "describe": space.describe(config),
                                              "first_gflops": first, "retimed": retimed, "retimed_samples": values,
-                                             "busy_trials": result.extra.get("busy_trials", 0)})
+                                             "busy_trials": result.extra.get("busy_trials", 0),
+                                             "retimed_busy": busy})
                 if budget == max(args.budgets) and retimed and (top is None or retimed > top[0]):
                     top = (retimed, busy)
             for v in vendors:

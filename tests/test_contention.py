@@ -164,6 +164,10 @@ def test_retiming_sets_busy_rounds_aside():
                            gflops=1.0 if is_busy(share) else 10.0)]
 
     kernel = [(None, Config({}))]
-    assert retime_interleaved(ScriptedMeasurer([0.0, 0.5, 0.0]), kernel, [], 3)[0] == [[10.0, 10.0]]
-    # Every round busy: what the busy machine gave is all there is (and each record says it was busy).
-    assert retime_interleaved(ScriptedMeasurer([0.5, 0.5]), kernel, [], 2)[0] == [[1.0, 1.0]]
+    clean = retime_interleaved(ScriptedMeasurer([0.0, 0.5, 0.0]), kernel, [], 3)
+    assert clean.kernels == [[10.0, 10.0]] and clean.kernels_busy == [False]
+    # Every round busy: what the busy machine gave is all there is, and the result says so.
+    busy = retime_interleaved(ScriptedMeasurer([0.5, 0.5]), kernel, [], 2)
+    assert busy.kernels == [[1.0, 1.0]] and busy.kernels_busy == [True]
+    kernel_values, vendor_values = busy  # unpacks as the two lists of values
+    assert kernel_values == [[1.0, 1.0]] and vendor_values == []
