@@ -17,14 +17,17 @@ per scheduler:
   claims come from the mapping space as well as the scheduler).
 
 The tasks' search space is a flag: ``--space tiles`` (fp32, default) or, with
-the mapping space, ``--space mapping --dtype int8``. The full run (hours)::
+the mapping space, ``--space mapping --dtype int8``. At 64 trials per layer,
+Ansor's round size (``min(64, budget // layers)``) gives each layer exactly one
+round, which every scheduler spends on its warm-up: the schedulers only differ
+with smaller rounds, hence ``--measure-per-round 16``. The full run (hours)::
 
-    python bench/bench_networks.py --out bench-networks --db bench-networks.db
+    python bench/bench_networks.py --measure-per-round 16 --out bench-networks --db bench-networks.db
 
 and in the mapping space::
 
-    python bench/bench_networks.py --space mapping --dtype int8 --out bench-networks-int8 \\
-        --db bench-networks-int8.db
+    python bench/bench_networks.py --space mapping --dtype int8 --measure-per-round 16 \\
+        --out bench-networks-int8 --db bench-networks-int8.db
 
 A smoke run (minutes)::
 
@@ -46,6 +49,7 @@ from tensorgym.baselines.network_board import REFERENCE
 from tensorgym.baselines.network_compare import compare_network
 from tensorgym.baselines.network_render import caption, text_table
 from tensorgym.cli.args import float_list, int_list, seed_list
+from tensorgym.network_tuning import default_measure_per_round
 from tensorgym.networks import resolve_network
 
 SCHEDULERS = ("round-robin", "gradient", "dual-task", "metaschedule")
@@ -64,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=None,
                         help=f"trials per run (default: {TRIALS_PER_TASK} x the layers that occur)")
     parser.add_argument("--seeds", type=seed_list, default=3, help="number of seeds or a list 0,1,2 (default: 3)")
+    parser.add_argument("--measure-per-round", type=int, default=None,
+                        help="trials per round (default: Ansor's min(64, budget // layers); at a budget of 64 per "
+                             "layer that is one round per layer, and every scheduler does the same)")
     parser.add_argument("--trial-points", type=int_list, default=None)
     parser.add_argument("--time-points", type=float_list, default=None)
     parser.add_argument("--db", default="bench-networks.db", help="database shared by all runs")
@@ -75,15 +82,20 @@ def main(argv: list[str] | None = None) -> int:
 
     network = resolve_network(args.network)
     budget = args.budget or TRIALS_PER_TASK * len(network.live_tasks)
+    per_round = args.measure_per_round or default_measure_per_round(budget, len(network.live_tasks))
     t0 = time.monotonic()
     board = compare_network(network, args.schedulers, budget=budget, seeds=args.seeds, db=args.db, space=args.space,
                             dtype=args.dtype, out_dir=args.out, trial_points=args.trial_points,
-                            time_points=args.time_points, vendor=not args.no_vendor, progress=not args.quiet)
+                            time_points=args.time_points, vendor=not args.no_vendor, progress=not args.quiet,
+                            measure_per_round=args.measure_per_round)
     wall = time.monotonic() - t0
 
     print(f"\n== {board.network}: {', '.join(board.schedulers)}; {args.space} space"
-          f"{f' ({args.dtype})' if args.dtype else ''}; budget {budget}; seeds {board.seeds} "
-          f"({wall / 60:.1f} min) ==\n")
+          f"{f' ({args.dtype})' if args.dtype else ''}; budget {budget}; {per_round} trials per round; "
+          f"seeds {board.seeds} ({wall / 60:.1f} min) ==\n")
+    if budget // per_round <= len(network.live_tasks):
+        print(f"note: {budget} trials in rounds of {per_round} is at most one round per layer: every scheduler "
+              f"spends the budget on its warm-up round (use --measure-per-round)\n")
     print(text_table(board))
     print(f"\n{caption(board)} metaschedule: its timeline is MetaSchedule's own timing; its final, each layer's "
           f"best schedules re-timed by tensorgym.")

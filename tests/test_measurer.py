@@ -80,3 +80,15 @@ def test_libraries_linked_either_way_compute_the_same(tmp_path, mm_space, monkey
     tvm.runtime.load_module(path)["main"](*args)
     out = mm_space.canonical_output(config, [a.numpy() for a in args])
     assert tasks.relative_error(out, reference) <= 1e-4
+
+
+def test_reference_data_is_made_once_per_workload_and_cannot_be_changed():
+    from tensorgym.measure import tasks
+
+    wl = matmul(32, 16, 8)
+    inputs, reference = tasks.reference_data(wl)
+    again, same = tasks.reference_data(wl)
+    assert same is reference and all(a is b for a, b in zip(inputs, again)) and again is not inputs
+    np.testing.assert_array_equal(reference, wl.reference(*inputs))
+    with pytest.raises(ValueError, match="read-only"):
+        inputs[0][0, 0] = 1.0

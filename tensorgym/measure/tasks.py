@@ -116,9 +116,28 @@ def enter_kernel(fault: str | None = None) -> None:
 
 
 def reference_data(workload: Workload) -> tuple[list[np.ndarray], np.ndarray]:
-    """Fixed random inputs of a workload and their NumPy reference output."""
-    inputs = workload.random_inputs(seed=0)
-    return inputs, workload.reference(*inputs)
+    """Fixed random inputs of a workload and their NumPy reference output (read-only arrays).
+
+    Made once per workload and process: drawing the inputs and computing the
+    reference cost tens of milliseconds per trial on a large layer.
+    """
+    inputs, reference = _cached_reference_data(workload)
+    return list(inputs), reference
+
+
+@lru_cache(maxsize=4)
+def _cached_reference_data(workload: Workload) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    from threadpoolctl import threadpool_limits
+
+    # The BLAS library runs single-threaded here: its worker threads spin for a while after a call, and
+    # a kernel timed right after would share its cores with them (its first call then runs several
+    # times too slow, on a machine that looks busy).
+    with threadpool_limits(limits=1):
+        inputs = tuple(workload.random_inputs(seed=0))
+        reference = workload.reference(*inputs)
+    for array in (*inputs, reference):
+        array.flags.writeable = False  # shared by every kernel of the workload: nothing may change it
+    return inputs, reference
 
 
 def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
