@@ -73,7 +73,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -94,7 +93,7 @@ from tensorgym.tuner import Trial, TuningCallback, TuningResult, as_callback, ch
 from tensorgym.workloads import Workload
 
 from .design import Signature, signature_from_json
-from .job_runner import RESULT_FILE, ProgressFile, finished_run, run_job, save_finished_run
+from .job_runner import RESULT_FILE, JobOptions, ProgressFile, finished_run, run_job, save_finished_run
 from .space import MetaScheduleSpace
 
 log = logging.getLogger(__name__)
@@ -114,7 +113,7 @@ class MetaScheduleRun:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class MetaScheduleAgent(Agent):
+class MetaScheduleAgent(Agent, JobOptions):
     """TVM MetaSchedule on the env's workload, as a peer of tensorgym's agents (see the module docs).
 
     Args:
@@ -137,17 +136,10 @@ class MetaScheduleAgent(Agent):
     def __init__(self, work_dir: str | Path | None = None, top_k: int = 3, trials_per_iter: int = TRIALS_PER_ITER,
                  build_timeout: float = 30.0, run_timeout: float = 30.0, timeout: float | None = None,
                  reuse: bool = True):
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        JobOptions.__init__(self, work_dir, top_k, build_timeout, run_timeout, timeout, reuse)
         if trials_per_iter < 1:
             raise ValueError(f"trials_per_iter must be >= 1, got {trials_per_iter}")
-        self.work_dir = Path(work_dir) if work_dir is not None else None
-        self.top_k = top_k
         self.trials_per_iter = trials_per_iter
-        self.build_timeout = build_timeout
-        self.run_timeout = run_timeout
-        self.timeout = timeout
-        self.reuse = reuse
 
     # -- tune ------------------------------------------------------------------------
     def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
@@ -164,27 +156,18 @@ class MetaScheduleAgent(Agent):
         started = time.monotonic()
         callback = as_callback(callback)
         callback.on_start(f"{self.name} {workload.label}", budget)
-        db_path = getattr(base.database, "path", ":memory:")
-        temporary = None
-        if self.work_dir is not None:
-            root = self.work_dir
-        elif db_path != ":memory:":
-            root = Path(f"{db_path}.metaschedule")
-        else:
-            root = Path(temporary := tempfile.mkdtemp(prefix="tensorgym-metaschedule-"))
         key = hashlib.sha256(f"{workload.key}|{target.fingerprint}".encode()).hexdigest()[:10]
         run_name = f"seed{seed}-budget{budget}" + (f"-time{time_budget:g}" if time_budget else "")
-        work_dir = root / f"{slug(workload.label)}-{key}" / run_name
         try:
-            run = self.run_metaschedule(workload, target, work_dir, budget=budget, time_budget=time_budget,
-                                        seed=seed, on_trial=callback.on_trial)
-            evaluator = Evaluator(MetaScheduleSpace(workload, target, run.signature), base.database,
-                                  base.evaluator.measurer)
-            return self._result(run, evaluator, seed, budget, time_budget, time.monotonic() - started)
+            with self.work_root(base.database) as root:
+                run = self.run_metaschedule(workload, target, root / f"{slug(workload.label)}-{key}" / run_name,
+                                            budget=budget, time_budget=time_budget, seed=seed,
+                                            on_trial=callback.on_trial)
+                evaluator = Evaluator(MetaScheduleSpace(workload, target, run.signature), base.database,
+                                      base.evaluator.measurer)
+                return self._result(run, evaluator, seed, budget, time_budget, time.monotonic() - started)
         finally:
             callback.on_end()
-            if temporary is not None:
-                shutil.rmtree(temporary, ignore_errors=True)
 
     def run_metaschedule(self, workload: Workload, target: Target, work_dir: str | Path, *, budget: int | None,
                          time_budget: float | None, seed: int,

@@ -6,10 +6,13 @@ Shared by the single-layer agent (:mod:`.agent`) and the network tuner
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,45 @@ from tensorgym.measure.worker import Worker
 from tensorgym.target import Target
 
 log = logging.getLogger(__name__)
+
+
+class JobOptions:
+    """The options of a MetaSchedule job that the single-layer agent and the network tuner share.
+
+    Args:
+        work_dir: where runs keep their logs, database and results (default: beside the tensorgym
+            database, ``<db>.metaschedule/``; a temporary directory for an in-memory database).
+        top_k: how many of MetaSchedule's best schedules (per layer) to re-time.
+        build_timeout, run_timeout: MetaSchedule's builder and runner timeouts (seconds per candidate).
+        timeout: seconds the whole job may take (default: scaled with the budget and the FLOPs).
+        reuse: reuse a finished run found in the work directory.
+    """
+
+    def __init__(self, work_dir: str | Path | None = None, top_k: int = 3, build_timeout: float = 30.0,
+                 run_timeout: float = 30.0, timeout: float | None = None, reuse: bool = True):
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.top_k = top_k
+        self.build_timeout = build_timeout
+        self.run_timeout = run_timeout
+        self.timeout = timeout
+        self.reuse = reuse
+
+    @contextlib.contextmanager
+    def work_root(self, database: Any) -> Iterator[Path]:
+        """The directory runs go under (see ``work_dir``); a temporary one is removed afterwards."""
+        db_path = getattr(database, "path", ":memory:")
+        if self.work_dir is not None:
+            yield self.work_dir
+        elif db_path != ":memory:":
+            yield Path(f"{db_path}.metaschedule")
+        else:
+            temporary = tempfile.mkdtemp(prefix="tensorgym-metaschedule-")
+            try:
+                yield Path(temporary)
+            finally:
+                shutil.rmtree(temporary, ignore_errors=True)
 
 
 class ProgressFile:

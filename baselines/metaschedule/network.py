@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,13 +46,13 @@ from tensorgym.text import slug
 from tensorgym.tuner import check_budget
 
 from .design import signature_from_json
-from .job_runner import RESULT_FILE, ProgressFile, finished_run, run_job, save_finished_run
+from .job_runner import RESULT_FILE, JobOptions, ProgressFile, finished_run, run_job, save_finished_run
 from .space import MetaScheduleSpace
 
 log = logging.getLogger(__name__)
 
 
-class MetaScheduleNetworkTuner:
+class MetaScheduleNetworkTuner(JobOptions):
     """MetaSchedule's ``tune_tasks`` on a network env's layers (see the module docs).
 
     Args:
@@ -65,17 +64,6 @@ class MetaScheduleNetworkTuner:
     """
 
     name = "metaschedule"
-
-    def __init__(self, work_dir: str | Path | None = None, top_k: int = 3, build_timeout: float = 30.0,
-                 run_timeout: float = 30.0, timeout: float | None = None, reuse: bool = True):
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        self.work_dir = Path(work_dir) if work_dir is not None else None
-        self.top_k = top_k
-        self.build_timeout = build_timeout
-        self.run_timeout = run_timeout
-        self.timeout = timeout
-        self.reuse = reuse
 
     def tune(self, env: gym.Env, budget: int | None = None, time_budget: float | None = None, seed: int = 0,
              measure_per_round: int | None = None,
@@ -91,26 +79,18 @@ class MetaScheduleNetworkTuner:
         callback = as_network_callback(callback)
         callback.on_start(f"{self.name} {network.name}", budget)
         started = time.monotonic()
-        db_path = getattr(base.database, "path", ":memory:")
-        temporary = None
-        if self.work_dir is not None:
-            root = self.work_dir
-        elif db_path != ":memory:":
-            root = Path(f"{db_path}.metaschedule")
-        else:
-            root = Path(temporary := tempfile.mkdtemp(prefix="tensorgym-metaschedule-"))
         key = hashlib.sha256("|".join([base.target.fingerprint] + [f"{network.tasks[i].workload.key}*"
                                                                    f"{network.tasks[i].weight}" for i in live])
                              .encode()).hexdigest()[:10]
         run_name = f"seed{seed}-budget{budget}-round{per_round}" + (f"-time{time_budget:g}" if time_budget else "")
-        work_dir = root / f"network-{slug(network.name)}-{key}" / run_name
         try:
-            data = self._run(base, live, work_dir, budget, time_budget, seed, per_round, callback)
-            return self._result(base, live, data, seed, budget, time_budget, per_round, time.monotonic() - started)
+            with self.work_root(base.database) as root:
+                data = self._run(base, live, root / f"network-{slug(network.name)}-{key}" / run_name, budget,
+                                 time_budget, seed, per_round, callback)
+                return self._result(base, live, data, seed, budget, time_budget, per_round,
+                                    time.monotonic() - started)
         finally:
             callback.on_end()
-            if temporary is not None:
-                shutil.rmtree(temporary, ignore_errors=True)
 
     def _run(self, base, live: list[int], work_dir: Path, budget: int | None, time_budget: float | None, seed: int,
              per_round: int, callback: NetworkCallback) -> dict[str, Any]:
