@@ -267,10 +267,8 @@ def evaluate(dataset: Dataset, specs: Sequence[ModelSpec], sizes: Sequence[int] 
                                 x[split.test], measured[split.test], None, d_train, d_test)
         result.rows.append({"layer": dataset.label, "model": spec.name, "n": n, "split": k,
                             "test": len(split.test), **scores})
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+        bar.update(1)
+    bar.close()
     return result
 
 
@@ -325,16 +323,13 @@ def evaluate_transfer(target: Dataset, sources: Sequence[Dataset], specs: Sequen
                                 measured[split.test], groups, d_train, d_test)
         result.rows.append({"layer": target.label, "model": f"transfer:{spec.name}", "n": n, "split": k,
                             "test": len(split.test), **scores})
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+        bar.update(1)
+    bar.close()
     return result
 
 
 def _bar(total: int, label: str, progress: bool):
-    if not progress:
-        return None
+    """A progress bar over the fits (a silent one when ``progress`` is off)."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=label, unit="fit", dynamic_ncols=True)
+    return tqdm(total=total, desc=label, unit="fit", dynamic_ncols=True, disable=not progress)
