@@ -2,12 +2,16 @@
 
 * :class:`Agent` is the interface: anything that tunes an environment's
   workload and reports a :class:`~tensorgym.tuner.TuningResult`.
-* :class:`SearchAgent` owns the loop every search shares (the template
-  method, as in stable-baselines3): :meth:`SearchAgent.tune` checks the
-  space, builds the budgeted :class:`~tensorgym.tuner.Tuner` over the env's
-  evaluator and calls :meth:`SearchAgent.search`, which subclasses fill in.
-  Everything a search measures goes through the Tuner, so it lands in the
-  database and counts against the budget the same way for every agent.
+* :class:`SearchAgent` is an agent that is a search strategy
+  (:class:`~tensorgym.strategy.SearchStrategy`: ``ask(n)`` / ``tell(records)``).
+  Its :meth:`SearchAgent.tune` checks the space, builds the budgeted
+  :class:`~tensorgym.tuner.Tuner` over the env's evaluator and lets the
+  Tuner's loop drive a fresh copy of the strategy (:meth:`Tuner.run
+  <tensorgym.tuner.Tuner.run>`), so every measurement lands in the database
+  and counts against the budget the same way for every agent, and a network
+  scheduler can drive the same strategies round by round.
+  Searches written as a loop subclass :class:`~tensorgym.strategy.GeneratorStrategy`
+  too and ``yield`` their batches.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 
 from tensorgym.envs.base import tuning_env
 from tensorgym.errors import InvalidArgumentError
+from tensorgym.strategy import SearchStrategy
 from tensorgym.tuner import Tuner, TuningCallback, TuningResult, check_budget
 
 
@@ -66,12 +71,15 @@ class Agent(ABC):
         return base, tuner, seed
 
 
-class SearchAgent(Agent):
-    """A search over the env's own space through the :class:`~tensorgym.tuner.Tuner`.
+class SearchAgent(Agent, SearchStrategy):
+    """A search strategy over the env's own space, driven by the :class:`~tensorgym.tuner.Tuner`'s loop.
 
-    Subclasses set ``name`` and ``spaces`` and implement :meth:`search`. A
-    search is deterministic for a seed (measured values aside): all its
-    randomness comes from the ``rng`` it is given.
+    Subclasses set ``name`` and ``spaces`` and implement the strategy
+    (``ask`` / ``tell``, or ``search`` as a generator with
+    :class:`~tensorgym.strategy.GeneratorStrategy`). A search is deterministic for
+    a seed (measured values aside): all its randomness comes from the ``rng``
+    :meth:`~tensorgym.strategy.SearchStrategy.start` gives it. The agent object
+    holds options only: every run drives a fresh copy (:meth:`spawn`).
 
     Attributes:
         spaces: the names of the spaces the search works in (``None``: any space).
@@ -91,16 +99,8 @@ class SearchAgent(Agent):
     def tune(self, env: gym.Env, budget: int | None = 64, time_budget: float | None = None, seed: int = 0,
              callback: TuningCallback | Sequence[TuningCallback] | None = None) -> TuningResult:
         _, tuner, seed = self.start_tuner(env, budget, time_budget, seed, callback)
-        extra = self.search(tuner, np.random.default_rng(seed), seed) or {}
+        extra = tuner.run(self.spawn(), seed)
         return tuner.result(self.name, seed, **extra)
-
-    @abstractmethod
-    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any] | None:
-        """Measure configs through ``tuner`` until ``tuner.exhausted``; may return extra facts for the result.
-
-        ``seed`` is the seed ``rng`` was made from (searches that keep state outside the
-        process, such as a stored Optuna study, name it by the seed).
-        """
 
 
 def _seed(seed: Any) -> int:

@@ -81,7 +81,7 @@ database replays what it measured for free and goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -90,7 +90,7 @@ from tensorgym.checks import choice, integer, number
 from tensorgym.config import Config
 from tensorgym.record import Record
 from tensorgym.spaces.base import MAX_SAMPLES
-from tensorgym.tuner import Tuner
+from tensorgym.strategy import GeneratorStrategy, Search, SearchHistory
 
 from .base import SearchAgent
 from .cost_model import FEATURE_SETS, MODELS, check_model_options, make_model
@@ -99,7 +99,7 @@ from .model_quality import PredictionLog
 log = logging.getLogger(__name__)
 
 
-class DGDAgent(SearchAgent):
+class DGDAgent(SearchAgent, GeneratorStrategy):
     """Seed 000's dynamic gradient descent over tile hops, guided by an XGBoost cost model.
 
     Args:
@@ -142,22 +142,24 @@ class DGDAgent(SearchAgent):
         self.min_window_measurements = int(min_window_measurements)
         self.model_options = dict(model_options or {})
 
-    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any]:
-        run = _Walk(self, tuner, rng)
-        run.go()
-        return run.summary()
+    def search(self, history: SearchHistory, rng: np.random.Generator) -> Search:
+        self._walk = _Walk(self, history, rng)
+        yield from self._walk.go()
+
+    def summary(self) -> dict[str, Any]:
+        return self._walk.summary()
 
 
 class _Walk:
-    """The state of one DGD run (kept apart from the agent so that the agent stays reusable)."""
+    """The state of one DGD run. Its steps are generators: ``records = yield from self.measure(configs)``
+    hands ``configs`` to the loop that drives the strategy and resumes with their records."""
 
-    def __init__(self, agent: DGDAgent, tuner: Tuner, rng: np.random.Generator):
+    def __init__(self, agent: DGDAgent, history: SearchHistory, rng: np.random.Generator):
         self.agent = agent
-        self.tuner = tuner
+        self.history = history
         self.rng = rng
-        self.model = make_model(agent.model, tuner.space, agent.features, seed=int(rng.integers(2**31)),
+        self.model = make_model(agent.model, history.space, agent.features, seed=int(rng.integers(2**31)),
                                 **agent.model_options)
-        self.first = len(tuner.trials)  # the trials of this search are tuner.trials[first:]
         self.predictions = PredictionLog()
         self.gflops: dict[Config, float] = {}  # every config measured in this run (failed: 0)
         self.visited: set[Config] = set()  # start points and configs moved to
@@ -166,8 +168,8 @@ class _Walk:
         self.moves = self.restarts = self.random_starts = self.local_optima = self.hop3_moves = 0
 
     # -- bookkeeping ------------------------------------------------------------------------
-    def measure(self, configs: Sequence[Config]) -> list[Record]:
-        records = self.tuner.measure(configs)
+    def measure(self, configs: Sequence[Config]) -> Generator[list[Config], list[Record], list[Record]]:
+        records = (yield list(configs)) if configs else []
         for record in records:
             self.gflops[record.config] = record.score
         return records
@@ -177,24 +179,25 @@ class _Walk:
             self.model.fit(list(self.gflops), list(self.gflops.values()))
 
     def event(self, kind: str, config: Config, **facts: Any) -> None:
-        self.events.append({"event": kind, "trial": len(self.tuner.trials), "config": config.key,
+        self.events.append({"event": kind, "trial": len(self.history), "config": config.key,
                             "gflops": self.gflops.get(config, 0.0), **facts})
 
     # -- the search -----------------------------------------------------------------------------
-    def go(self) -> None:
-        agent, tuner = self.agent, self.tuner
+    def go(self) -> Generator[list[Config], list[Record], None]:
+        """The walk, until the loop driving it stops asking (the budget is spent) or no start point is left."""
+        agent = self.agent
         # Drawn whole and cut by the budget, so that a short run is a prefix of a long one.
-        initial = tuner.sample(self.rng, agent.initial_samples)
-        records = self.measure(initial)
+        initial = self.history.sample(self.rng, agent.initial_samples)
+        records = yield from self.measure(initial)
         self.initial = len(records)
-        if tuner.exhausted or not records:
+        if agent.finishing or not records:
             return
         self.retrain()
         ranked = sorted((r for r in records if r.ok and r.gflops), key=lambda r: -r.gflops)
         starts = [r.config for r in ranked[:agent.num_starts]]
         first = True
-        while not tuner.exhausted:
-            base = self.next_start(starts)
+        while not agent.finishing:
+            base = yield from self.next_start(starts)
             if base is None:
                 log.info("dgd: no start point left (the space is exhausted)")
                 return
@@ -203,14 +206,14 @@ class _Walk:
             self.visited.add(base)
             self.event("start", base)
             while True:
-                target, hops = self.step(base)
+                target, hops = yield from self.step(base)
                 if target is not None:
                     self.moves += 1
                     self.hop3_moves += hops == "3"
                     self.visited.add(target)
                     self.event("move", target, hops=hops, from_gflops=self.gflops[base])
                     base = target
-                if tuner.exhausted:
+                if agent.finishing:
                     return  # the budget ended mid-walk
                 self.retrain()
                 if target is None:
@@ -218,52 +221,53 @@ class _Walk:
             self.local_optima += 1
             self.event("local_optimum", base)
 
-    def next_start(self, starts: list[Config]) -> Config | None:
+    def next_start(self, starts: list[Config]) -> Generator[list[Config], list[Record], Config | None]:
         while starts:
             config = starts.pop(0)
             if config not in self.visited:
                 return config
-        while not self.tuner.exhausted:
-            fresh = self.tuner.sample(self.rng, 1)
+        while not self.agent.finishing:
+            fresh = self.history.sample(self.rng, 1)
             if not fresh:
                 return None
-            records = self.measure(fresh)
+            records = yield from self.measure(fresh)
             if records and records[0].ok and records[0].gflops:
                 self.random_starts += 1
                 return fresh[0]
         return None
 
-    def step(self, base: Config) -> tuple[Config | None, str]:
+    def step(self, base: Config) -> Generator[list[Config], list[Record], tuple[Config | None, str]]:
         """Try to move from ``base``: (the config moved to, or None at a local optimum; the hop set, "1+2" or "3")."""
         for hops in ((1, 2), (3,)):
             candidates: dict[Config, None] = {}
             for h in hops:
-                candidates.update(dict.fromkeys(self.tuner.neighbours(base, h)))  # never ``base`` itself
+                candidates.update(dict.fromkeys(self.history.neighbours(base, h)))  # never ``base`` itself
             if not candidates:
                 continue
-            target, stop = self.move(base, list(candidates), "+".join(map(str, hops)))
+            target, stop = yield from self.move(base, list(candidates), "+".join(map(str, hops)))
             if target is not None:
                 return target, "+".join(map(str, hops))
-            if stop or self.tuner.exhausted:
+            if stop or self.agent.finishing:
                 break
         return None, ""
 
-    def move(self, base: Config, candidates: list[Config], hops: str) -> tuple[Config | None, bool]:
+    def move(self, base: Config, candidates: list[Config],
+             hops: str) -> Generator[list[Config], list[Record], tuple[Config | None, bool]]:
         """DGD_Move: (the better config found, or None; whether the base is settled as a local optimum)."""
-        agent, tuner = self.agent, self.tuner
+        agent, history = self.agent, self.history
         predicted = self.model.predict([base, *candidates])
         threshold = agent.tolerance * predicted[0]
         scores = predicted[1:]
         order = np.argsort(-scores, kind="stable")
         base_gflops = self.gflops[base]
-        global_best = tuner.best.gflops if tuner.best is not None else 0.0
-        start, best_before = len(tuner.trials), global_best
+        global_best = history.best.gflops if history.best is not None else 0.0
+        start, best_before = len(history), global_best
         logged_scores: list[float] = []
         logged_values: list[float] = []
         winner: Config | None = None
         settled = False
         w = 0
-        while w < len(order) and not tuner.exhausted:
+        while w < len(order) and not agent.finishing:
             first = order[w]
             if scores[first] < threshold or scores[first] < 0:
                 break  # the score early stop: the best candidate left is predicted too far below the base
@@ -271,7 +275,7 @@ class _Walk:
             window_scores = scores[order[w:w + agent.window]]
             fresh = [c not in self.gflops for c in window]
             w += agent.window
-            records = self.measure(window)
+            records = yield from self.measure(window)
             if not records:
                 settled = True
                 break
@@ -289,9 +293,9 @@ class _Walk:
                 break
             if w >= agent.min_window_measurements and max(values) < agent.tolerance * global_best:
                 break  # the measured early stop
-        settled = settled or (winner is None and tuner.exhausted)
+        settled = settled or (winner is None and agent.finishing)
         if logged_scores:
-            self.predictions.add(start - self.first, logged_scores, logged_values, best_before, hops=hops,
+            self.predictions.add(start, logged_scores, logged_values, best_before, hops=hops,
                                  candidates=len(candidates), moved=winner is not None)
         return winner, settled
 

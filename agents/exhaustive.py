@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tensorgym.errors import InvalidArgumentError
-from tensorgym.tuner import Tuner
+from tensorgym.config import Config
 
 from .base import SearchAgent
 
@@ -35,10 +35,15 @@ class ExhaustiveAgent(SearchAgent):
     def env_space(self) -> str:
         return "cutlass"
 
-    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any]:
-        configs = tuner.space.configs()
-        for start in range(0, len(configs), self.batch_size):
-            if tuner.exhausted:
-                break
-            tuner.measure(configs[start:start + self.batch_size])
-        return {"space_size": len(configs)}
+    def start(self, space, rng, seed=0, database=None) -> None:
+        super().start(space, rng, seed, database)
+        self.configs = space.configs()
+        self.next = 0
+
+    def ask(self, n: int | None = None) -> list[Config]:
+        batch = self.configs[self.next:self.next + self.batch_size]
+        self.next += len(batch)
+        return batch
+
+    def summary(self) -> dict[str, Any]:
+        return {"space_size": len(self.configs)}

@@ -130,7 +130,7 @@ from tensorgym.checks import choice, integer, is_number, number
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.record import Record
 from tensorgym.spaces.base import MAX_SAMPLES, Space
-from tensorgym.tuner import Tuner
+from tensorgym.strategy import GeneratorStrategy, Search, SearchHistory
 
 from .base import SearchAgent
 from .cost_model import FEATURE_SETS, MODELS, check_model_options, make_model
@@ -238,14 +238,13 @@ def crossover(a: Config, b: Config, rng: np.random.Generator) -> Config:
     return Config({knob: (b[knob] if pick else a[knob]) for knob, pick in zip(a, picks)})
 
 
-def _measured(tuner: Tuner, first: int) -> tuple[list[Config], list[float]]:
-    """The configs of ``tuner.trials[first:]``, in order, and their scores (GFLOP/s; failed: 0)."""
-    records = [tuner.seen(trial.config) for trial in tuner.trials[first:]]
-    return [r.config for r in records], [r.score for r in records]
+def _measured(history: SearchHistory) -> tuple[list[Config], list[float]]:
+    """The configs this run measured, in order, and their scores (GFLOP/s; failed: 0)."""
+    return [r.config for r in history.records], [r.score for r in history.records]
 
 
 # -- the agent ---------------------------------------------------------------------------------
-class GAAgent(SearchAgent):
+class GAAgent(SearchAgent, GeneratorStrategy):
     """Ansor's evolutionary search guided by an online XGBoost cost model (see the module docs).
 
     Args:
@@ -311,42 +310,43 @@ class GAAgent(SearchAgent):
         self.model_options = dict(model_options or {})
 
     # -- the search ------------------------------------------------------------------------
-    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any]:
-        space = tuner.space
+    def search(self, history: SearchHistory, rng: np.random.Generator) -> Search:
+        space = history.space
         model = make_model(self.model, space, self.features, seed=int(rng.integers(2**31)), **self.model_options)
-        first = len(tuner.trials)  # the trials of this search are tuner.trials[first:]
-        rounds = model_rounds = 0
-        history = PredictionLog()
-        while not tuner.exhausted:
-            configs, values = _measured(tuner, first)
+        self._model, self._rounds, self._model_rounds, self._predictions = model, 0, 0, PredictionLog()
+        while not self.finishing:
+            configs, values = _measured(history)
             trusted = len(configs) >= self.num_warmup_sample and len(configs) > 0
             if trusted and model.num_samples != len(configs):
                 model.fit(configs, values)
             scorer = model.predict if trusted else (lambda pop: rng.random(len(pop)))
-            batch, from_model = self._next_batch(tuner, rng, scorer, configs, values)
+            batch, from_model = self._next_batch(history, rng, scorer, configs, values)
             if not batch:  # Ansor's retry_search_one_round_on_empty: fall back to random configs
-                batch = tuner.sample(rng, self.batch_size)
+                batch = history.sample(rng, self.batch_size)
                 from_model = [False] * len(batch)
             if not batch:
                 log.info("ga: the space has no unmeasured config left")
                 break
             # What the model thought of the batch, before it is measured (a held-out test of the model).
             predicted = model.predict(batch) if trusted else None
-            best_before = tuner.best.gflops if tuner.best is not None else 0.0
-            start = len(tuner.trials) - first
-            records = tuner.measure(batch)
+            best_before = history.best.gflops if history.best is not None else 0.0
+            start = len(history)
+            records = yield batch
             if not records:
                 break
-            self._log_round(history, start, batch, from_model, records, predicted, best_before, trusted)
-            rounds += 1
-            model_rounds += trusted
-        return {"model": model.describe(), "features": self.features, "rounds": rounds,
-                "model_guided_rounds": model_rounds, "model_fits": model.fits, "population": self.population,
+            self._log_round(self._predictions, start, batch, from_model, records, predicted, best_before, trusted)
+            self._rounds += 1
+            self._model_rounds += trusted
+
+    def summary(self) -> dict[str, Any]:
+        model = self._model
+        return {"model": model.describe(), "features": self.features, "rounds": self._rounds,
+                "model_guided_rounds": self._model_rounds, "model_fits": model.fits, "population": self.population,
                 "generations": self.generations, "batch_size": self.batch_size,
-                "num_warmup_sample": self.num_warmup_sample, "predictions": history.to_json()}
+                "num_warmup_sample": self.num_warmup_sample, "predictions": self._predictions.to_json()}
 
     @staticmethod
-    def _log_round(history: PredictionLog, start: int, batch: list[Config], from_model: list[bool],
+    def _log_round(log: PredictionLog, start: int, batch: list[Config], from_model: list[bool],
                    records: list[Record], predicted: np.ndarray | None, best_before: float, trusted: bool) -> None:
         """One round of the prediction log: the model's picks and the eps-greedy random picks, as measured."""
         measured = {r.config: r.score for r in records}
@@ -358,11 +358,12 @@ class GAAgent(SearchAgent):
                                  "model_mean": float(np.mean(model_values)) if model_values else None,
                                  "random_mean": float(np.mean(random_values)) if random_values else None}
         if predicted is None:
-            history.add(start, [], [], best_before, best=float(max(values)) if values else None, **facts)
+            log.add(start, [], [], best_before, best=float(max(values)) if values else None, **facts)
         else:
-            history.add(start, predicted[kept], values, best_before, **facts)
+            log.add(start, predicted[kept], values, best_before, **facts)
 
-    def _next_batch(self, tuner: Tuner, rng: np.random.Generator, scorer: Callable[[list[Config]], np.ndarray],
+    def _next_batch(self, history: SearchHistory, rng: np.random.Generator,
+                    scorer: Callable[[list[Config]], np.ndarray],
                     configs: list[Config], values: list[float]) -> tuple[list[Config], list[bool]]:
         """One round: initial population, evolution, eps-greedy pick of ``batch_size`` unmeasured configs.
 
@@ -370,13 +371,13 @@ class GAAgent(SearchAgent):
         """
         n_measured = int(self.init_measured_ratio * self.population)
         best_first = [i for i in sorted(range(len(configs)), key=lambda i: -values[i]) if values[i] > 0][:n_measured]
-        init = tuner.sample(rng, self.population) + [configs[i] for i in best_first]
+        init = history.sample(rng, self.population) + [configs[i] for i in best_first]
         if not init:
             return [], []
         num_random = int(self.eps_greedy * self.batch_size)
         num_good = self.batch_size - num_random
         pool = [init[i] for i in rng.permutation(len(init))[:3 * num_random]] if num_random else []
-        best = self._evolve(tuner, rng, init, scorer, out_size=2 * self.batch_size)
+        best = self._evolve(history, rng, init, scorer, out_size=2 * self.batch_size)
 
         picks: list[Config] = []
         from_model: list[bool] = []
@@ -389,17 +390,17 @@ class GAAgent(SearchAgent):
                 config, source = next(order[1][0], None), order[1][1]
             if config is None:
                 break
-            if config in chosen or tuner.seen(config) is not None:
+            if config in chosen or history.seen(config) is not None:
                 continue
             chosen.add(config)
             picks.append(config)
             from_model.append(source)
         return picks, from_model
 
-    def _evolve(self, tuner: Tuner, rng: np.random.Generator, population: list[Config],
+    def _evolve(self, history: SearchHistory, rng: np.random.Generator, population: list[Config],
                 scorer: Callable[[list[Config]], np.ndarray], out_size: int) -> list[Config]:
         """Ansor's EvolutionarySearch: the ``out_size`` best-scored unmeasured configs met, best first."""
-        space = tuner.space
+        space = history.space
         weights = self.mutation_weights if self.mutation_weights is not None else default_mutation_weights(space)
         rule_names = list(weights)
         rule_p = np.array([weights[r] for r in rule_names]) / sum(weights.values())
@@ -411,7 +412,7 @@ class GAAgent(SearchAgent):
         for generation in range(self.generations + 1):
             scores = np.asarray(scorer(pop), dtype=np.float64)
             for config, score in zip(pop, scores):
-                if tuner.seen(config) is None and score > best.get(config, -np.inf):
+                if history.seen(config) is None and score > best.get(config, -np.inf):
                     best[config] = float(score)
             if len(best) > 4 * out_size:  # keep the dict small; only the top out_size matter
                 best = dict(sorted(best.items(), key=lambda kv: -kv[1])[:out_size])

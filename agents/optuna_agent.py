@@ -21,10 +21,10 @@ the repaired config is what is measured.
 
 **Duplicates.** Several parameter vectors repair to the same config, and
 samplers repeat themselves late in a run. A config this run already measured
-is answered from the :class:`~tensorgym.tuner.Tuner` (``tuner.seen``): the
+is answered from the run's history (``history.seen``): the
 trial is told the known value and costs no measurement and no budget. After
 ``max_duplicates`` duplicates in a row, the agent proposes a random config the
-run has not measured (``tuner.sample``) through ``study.enqueue_trial``, so a
+run has not measured (``history.sample``) through ``study.enqueue_trial``, so a
 converged sampler cannot loop forever; when no unmeasured config is left the
 search ends early.
 
@@ -44,9 +44,14 @@ by default ``<tensorgym db path>.optuna.db`` beside the tensorgym database
 space, target, agent, sampler, seed) and opened with ``load_if_exists=True``.
 Optuna creates a new storage's tables in several transactions, so processes
 starting together would collide; the storage and the study are created
-under an exclusive file lock (``<storage file>.lock``, left beside it).
+under an exclusive file lock (``<storage file>.lock``, left beside it), which
+:func:`open_storage` (and so :meth:`OptunaAgent.resolve_storage`) takes itself.
+Where the lock cannot exclude another process (a file system whose ``flock``
+is local to each machine), a creation that collides with another one (a
+table or the alembic version row already made) is retried: Optuna's creation
+skips what exists, so the retry completes the storage.
 Errors of the storage are raised as :class:`~tensorgym.database.DatabaseError`.
-A re-run replays the study's trials, in order, through the Tuner (the
+A re-run replays the study's trials, in order, through the loop (the
 tensorgym database answers them without compiling, and the Tuner charges
 them their original wall time), tells trials left RUNNING by an interrupted
 run, and asks for more until the budget is spent. An in-memory tensorgym
@@ -65,6 +70,9 @@ import contextlib
 import fcntl
 import logging
 import math
+import random
+import threading
+import time
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -80,7 +88,7 @@ from tensorgym.factors import divisors
 from tensorgym.record import Record
 from tensorgym.spaces.base import MAX_SAMPLES, Space
 from tensorgym.spaces.tiles import TilesSpace
-from tensorgym.tuner import Tuner
+from tensorgym.strategy import GeneratorStrategy, Search, SearchHistory
 
 from .base import SearchAgent
 
@@ -104,14 +112,27 @@ def _is_optuna_storage(value: Any) -> bool:
         return False
 
 
+CREATE_ATTEMPTS = 8  # tries of a storage creation that collided with another process's
+_held = threading.local()  # the lock files this thread holds (the lock is re-entrant within a thread)
+_jitter = random.Random()  # the retries' back-off: its own generator, no global random state touched
+
+
 @contextlib.contextmanager
 def creation_lock(url: Any) -> Iterator[None]:
     """Hold an exclusive lock on ``<file>.lock`` beside an ``sqlite:///<file>`` storage (nothing for
-    other storages): processes opening a new study storage at once then create it one at a time."""
+    other storages): processes opening a new study storage at once then create it one at a time.
+
+    Re-entrant within a thread (a second ``flock`` of the file by the same process would wait
+    for itself); other threads and processes wait."""
     if not isinstance(url, str) or not url.startswith("sqlite:///"):
         yield
         return
     path = Path(url.removeprefix("sqlite:///"))
+    held = _held.__dict__.setdefault("paths", set())
+    key = str(path.absolute())
+    if key in held:
+        yield
+        return
     try:
         handle = open(f"{path}.lock", "a")  # noqa: SIM115 - held for the block
     except OSError as exc:
@@ -119,10 +140,48 @@ def creation_lock(url: Any) -> Iterator[None]:
                             f"{exc.filename}") from None
     with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
+        held.add(key)
         try:
             yield
         finally:
+            held.discard(key)
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def open_storage(url: str, *, lock: bool = True):
+    """The Optuna RDB storage at ``url``, created if new, safely when other processes open it at once.
+
+    Optuna makes a new storage's tables, its version row and its alembic version row in
+    separate transactions; two processes doing it together fail with ``table ... already
+    exists`` or ``UNIQUE constraint failed: alembic_version.version_num``. The creation runs
+    under :func:`creation_lock` (``lock=False``: without it, as where the file system's locks
+    do not reach the other process), and a creation that collided anyway is retried, up to
+    :data:`CREATE_ATTEMPTS` times: the retry finds what the other process made and skips it.
+    """
+    optuna = _optuna()
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    with creation_lock(url) if lock else contextlib.nullcontext():
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+            except (IntegrityError, OperationalError) as exc:
+                if attempt == CREATE_ATTEMPTS - 1 or not _creation_collided(exc):
+                    raise
+                log.debug("the Optuna storage %s: creation collided with another process's (%s); retrying",
+                          url, str(exc).splitlines()[0][:200])
+                time.sleep(_jitter.uniform(0.01, 0.05) * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _creation_collided(exc: Exception) -> bool:
+    """A storage creation failed because another process created the same thing at the same time."""
+    from sqlalchemy.exc import IntegrityError
+
+    if isinstance(exc, IntegrityError):  # the version rows: a unique or primary key, or their check
+        return True
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return "already exists" in text or "database is locked" in text
 
 
 @contextlib.contextmanager
@@ -193,7 +252,7 @@ class TilesParametrisation:
         return tuple(tiles)
 
 
-class OptunaAgent(SearchAgent):
+class OptunaAgent(SearchAgent, GeneratorStrategy):
     """Black-box optimisation of the tiles space with an Optuna sampler.
 
     Args:
@@ -257,38 +316,36 @@ class OptunaAgent(SearchAgent):
                                                     warn_independent_sampling=False)
             return optuna.samplers.RandomSampler(seed=seed)
 
-    def storage_url(self, tuner: Tuner) -> Any:
+    def storage_url(self) -> Any:
         """The storage this run uses: a URL, an Optuna storage object, or None (in memory)."""
         if self.storage != "auto":
             return self.storage
-        database = getattr(tuner.evaluator, "database", None)
-        path = getattr(database, "path", None)
+        path = getattr(self.database, "path", None)
         if not path or path == ":memory:":
             return None
         return f"sqlite:///{path}.optuna.db"
 
-    def resolve_storage(self, tuner: Tuner):
-        """The Optuna storage for this run (None: in memory). Creating an SQLite storage makes its
-        tables; call it under :func:`creation_lock` when other processes may create it too."""
-        url = self.storage_url(tuner)
+    def resolve_storage(self):
+        """The Optuna storage for this run (None: in memory), an RDB storage made by :func:`open_storage`
+        (safe when other processes create it at the same moment)."""
+        url = self.storage_url()
         if not isinstance(url, str):
             return url
-        optuna = _optuna()
-        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+        return open_storage(url)
 
-    def study_name(self, tuner: Tuner, seed_label: str) -> str:
-        space = tuner.space
+    def study_name(self, seed_label: str) -> str:
+        space = self.space
         return (f"tensorgym/{self.name}/{self.sampler}/{space.workload.key}/{space.name}/"
                 f"{space.target.fingerprint}/seed={seed_label}")
 
     # -- search --------------------------------------------------------------------
-    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any]:
+    def search(self, history: SearchHistory, rng: np.random.Generator) -> Search:
         optuna = _optuna()
-        params = TilesParametrisation(tuner.space)
+        params = TilesParametrisation(history.space)
         distributions = params.distributions()
         sampler_seed = int(rng.integers(2**31 - 1))
-        url = self.storage_url(tuner)
-        name = self.study_name(tuner, str(seed))  # a re-run with this seed resumes the study
+        url = self.storage_url()
+        name = self.study_name(str(self.seed))  # a re-run with this seed resumes the study
         verbosity = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # one INFO line per trial otherwise
         storage = None
@@ -296,7 +353,7 @@ class OptunaAgent(SearchAgent):
             # Optuna makes a new SQLite storage's tables (and its alembic version row) outside one
             # transaction: processes starting together would collide, so creation is serialised.
             with creation_lock(url), storage_errors(url):
-                storage = self.resolve_storage(tuner)
+                storage = self.resolve_storage()
                 study = optuna.create_study(study_name=name, storage=storage,
                                             sampler=self.make_sampler(sampler_seed), direction="maximize",
                                             load_if_exists=True)
@@ -307,8 +364,9 @@ class OptunaAgent(SearchAgent):
                 raise InvalidArgumentError(f"the Optuna study {name!r} in {url} was made with other parameters "
                                            f"({stored}); delete it or pass another storage= to the optuna agent")
             with storage_errors(url):
-                stats = {"duplicates": 0, "fallbacks": 0, "replayed": self._replay(study, params, tuner)}
-                self._optimise(study, params, distributions, tuner, rng, stats)
+                stats = {"duplicates": 0, "fallbacks": 0}
+                stats["replayed"] = yield from self._replay(study, params, history)
+                yield from self._optimise(study, params, distributions, history, rng, stats)
         finally:
             optuna.logging.set_verbosity(verbosity)
             if storage is not None and storage is not self.storage:
@@ -316,8 +374,8 @@ class OptunaAgent(SearchAgent):
         url = getattr(storage, "url", storage)
         return {"sampler": self.sampler, "study": name, "storage": str(url) if url else "memory", **stats}
 
-    def _replay(self, study, params: TilesParametrisation, tuner: Tuner) -> int:
-        """Feed the trials of an earlier run of this study back through the Tuner; returns how many."""
+    def _replay(self, study, params: TilesParametrisation, history: SearchHistory) -> Search:
+        """Feed the trials of an earlier run of this study back through the loop; returns how many."""
         optuna = _optuna()
         states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING)
         earlier = [t for t in study.get_trials(deepcopy=False, states=states) if set(t.params) == set(params.signature)]
@@ -325,23 +383,23 @@ class OptunaAgent(SearchAgent):
             return 0
         earlier.sort(key=lambda t: t.number)
         configs = [params.config(t.params) for t in earlier]
-        records = {r.config: r for r in tuner.measure(configs)}
+        records = {r.config: r for r in (yield configs)}
         for trial, config in zip(earlier, configs):
             if trial.state == optuna.trial.TrialState.RUNNING:  # left behind by an interrupted run
-                self._tell(study, trial.number, records.get(config) or tuner.seen(config))
+                self._tell(study, trial.number, records.get(config) or history.seen(config))
         log.info("resumed Optuna study %s: %d earlier trials replayed", study.study_name, len(earlier))
         return len(earlier)
 
-    def _optimise(self, study, params: TilesParametrisation, distributions: dict, tuner: Tuner,
-                  rng: np.random.Generator, stats: dict[str, int]) -> None:
+    def _optimise(self, study, params: TilesParametrisation, distributions: dict, history: SearchHistory,
+                  rng: np.random.Generator, stats: dict[str, int]) -> Search:
         in_a_row = 0  # duplicate proposals since the last new config
-        while not tuner.exhausted:
-            want = self.batch_size if tuner.remaining is None else min(self.batch_size, tuner.remaining)
+        while not self.finishing:
+            want = self.batch_size if self.asked is None else min(self.batch_size, self.asked)
             batch: dict[Config, None] = {}  # new configs, in proposal order
             asked: list[tuple[int, Config]] = []
             while len(batch) < want:
                 if in_a_row >= self.max_duplicates:
-                    fresh = [c for c in tuner.sample(rng, want) if c not in batch]
+                    fresh = [c for c in history.sample(rng, want) if c not in batch]
                     if not fresh:
                         break  # every config of the space has been measured
                     study.enqueue_trial(params.params(fresh[0]))
@@ -349,12 +407,12 @@ class OptunaAgent(SearchAgent):
                     in_a_row = 0
                 trial = study.ask(distributions)
                 config = params.config(trial.params)
-                if not tuner.space.is_valid(config):  # beyond a GPU's limits: nothing to build, learn it is bad
+                if not history.space.is_valid(config):  # beyond a GPU's limits: nothing to build, learn it is bad
                     study.tell(trial, 0.0)
                     stats["outside_limits"] = stats.get("outside_limits", 0) + 1
                     in_a_row += 1
                     continue
-                known = tuner.seen(config)
+                known = history.seen(config)
                 if known is not None:
                     self._tell(study, trial, known)
                     stats["duplicates"] += 1
@@ -369,7 +427,7 @@ class OptunaAgent(SearchAgent):
                 asked.append((trial, config))
             if not batch:
                 return
-            records = {r.config: r for r in tuner.measure(list(batch))}
+            records = {r.config: r for r in (yield list(batch))}
             for trial, config in asked:
                 self._tell(study, trial, records.get(config))
 

@@ -1,4 +1,4 @@
-"""Random search: measure uniformly drawn configs, in batches, until the budget is spent."""
+"""Random search: uniformly drawn configs, distinct within a run, in batches (an ask/tell strategy)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 
 from tensorgym.config import Config
 from tensorgym.errors import InvalidArgumentError
-from tensorgym.tuner import Tuner
 
 from .base import SearchAgent
 
@@ -31,17 +30,15 @@ class RandomAgent(SearchAgent):
             raise InvalidArgumentError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.batch_size = int(batch_size)
 
-    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any] | None:
-        drawn: list[Config] = []
-        while not tuner.exhausted:
-            n = self.batch_size if tuner.remaining is None else min(self.batch_size, tuner.remaining)
-            batch = tuner.sample(rng, n)
-            if not batch:
-                break  # every config of the space was drawn
-            drawn += batch
-            tuner.measure(batch)
-        return self._summary(drawn)
+    def start(self, space, rng, seed=0, database=None) -> None:
+        super().start(space, rng, seed, database)
+        self.drawn: list[Config] = []
 
-    def _summary(self, drawn: list[Config]) -> dict[str, Any] | None:
+    def ask(self, n: int | None = None) -> list[Config]:
+        batch = self.history.sample(self.rng, self.batch_size if n is None else min(self.batch_size, n))
+        self.drawn += batch  # empty: every config of the space was drawn
+        return batch
+
+    def summary(self) -> dict[str, Any]:
         """Extra facts for the result, from every config drawn (in order); subclasses add theirs."""
-        return None
+        return {}

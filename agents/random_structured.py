@@ -9,15 +9,13 @@ space within 10-20 measurements. Each draw is
 that fit, a uniform divisor for the reuse loop, then uniform draws over
 (loop, trip count) pairs until every loop is covered (with tensorgym's rule
 for the parallel loops). Draws are distinct within a run; they are measured
-in batches through the :class:`~tensorgym.tuner.Tuner`, so every measurement
+in batches by the :class:`~tensorgym.tuner.Tuner`'s loop, so every measurement
 lands in the database and counts against the budget.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from tensorgym.config import Config
 
 from .random_search import RandomAgent
 
@@ -32,5 +30,5 @@ class RandomStructuredAgent(RandomAgent):
     name = "random-structured"
     spaces = ("microkernel",)
 
-    def _summary(self, drawn: list[Config]) -> dict[str, Any]:
-        return {"combination_draws": sum(len(config["h"]) == 4 for config in drawn)}
+    def summary(self) -> dict[str, Any]:
+        return {"combination_draws": sum(len(config["h"]) == 4 for config in self.drawn)}

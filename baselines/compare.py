@@ -57,15 +57,16 @@ cheaply, because the database answers every measurement it had finished.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -87,11 +88,12 @@ from tensorgym.workloads import Workload
 
 from .board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, Leaderboard
 from .render import plot_curves, write_html, write_tables
-from .vendor import VendorUnavailable, time_vendor, vendor_choices
+from .vendor import time_references, time_vendor
 
 log = logging.getLogger(__name__)
 
 DEFAULT_AGENTS = ("random", "ga", "dgd", "optuna", "metaschedule")
+_Saved = TypeVar("_Saved")  # a layer's TuningResult, a network's NetworkResult, vendor timings
 
 
 def _parse_seeds(seeds: int | Sequence[int]) -> list[int]:
@@ -105,13 +107,15 @@ def _parse_seeds(seeds: int | Sequence[int]) -> list[int]:
     return out
 
 
-def _parse_agents(agents: str | Sequence[str]) -> list[str]:
-    if not isinstance(agents, str) and not (isinstance(agents, Sequence) and all(isinstance(a, str) for a in agents)):
-        raise InvalidTypeError(f"agents is a list of agent names or a comma-separated string, got {agents!r:.60}")
-    names = [a.strip() for a in (agents.split(",") if isinstance(agents, str) else agents) if a.strip()]
-    if not names or len(set(names)) != len(names):
-        raise InvalidArgumentError(f"agents must be distinct names, got {agents!r}")
-    return names
+def _parse_names(names: str | Sequence[str], what: str = "agents") -> list[str]:
+    """Distinct names from a list or a comma-separated string (``what``: agents, or a network's schedulers)."""
+    if not isinstance(names, str) and not (isinstance(names, Sequence) and all(isinstance(a, str) for a in names)):
+        raise InvalidTypeError(f"{what} is a list of {what[:-1]} names or a comma-separated string, got "
+                               f"{names!r:.60}")
+    out = [a.strip() for a in (names.split(",") if isinstance(names, str) else names) if a.strip()]
+    if not out or len(set(out)) != len(out):
+        raise InvalidArgumentError(f"{what} must be distinct names, got {names!r}")
+    return out
 
 
 def _out_dir(out_dir: Any) -> Path:
@@ -138,50 +142,51 @@ def _make_dirs(path: Path) -> list[Path]:
     return created[::-1]
 
 
+def _digest(settings: Mapping[str, Any], length: int = 16) -> str:
+    """A run's settings as a short hash: part of its result file's name, or kept in it, so a resume reuses
+    only the runs made with the same settings."""
+    return hashlib.sha256(json.dumps(dict(settings), sort_keys=True, default=str).encode()).hexdigest()[:length]
+
+
 def _result_path(out_dir: Path, env_id: str, agent: str, seed: int, options: Mapping[str, Any] | None) -> Path:
-    suffix = ""
-    if options:
-        digest = hashlib.sha256(json.dumps(dict(options), sort_keys=True, default=str).encode()).hexdigest()[:8]
-        suffix = f"-{digest}"
+    suffix = f"-{_digest(options, 8)}" if options else ""
     return out_dir / "results" / slug(env_id) / f"{slug(agent)}{suffix}-seed{seed}.json"
 
 
-def _load_result(path: Path, budget: int | None, time_budget: float | None) -> TuningResult | None:
+def _read_saved(path: Path, parse: Callable[[Any], _Saved] = lambda data: data,
+                usable: Callable[[_Saved], bool] = lambda saved: True) -> _Saved | None:
+    """What a run saved at ``path`` (a result, ``parse``: its type's ``from_json``; vendor timings), None when
+    nothing was, it cannot be read (logged), or it is not ``usable`` (made with other settings, of other
+    layers): it is then made again (cheaply for a run: the database answers what it had measured)."""
     if not path.exists():
         return None
     try:
-        result = TuningResult.from_json(json.loads(path.read_text()))
+        saved = parse(json.loads(path.read_text()))
+        return saved if usable(saved) else None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("ignoring unreadable result %s: %s", path, exc)
+        log.warning("ignoring unreadable %s: %s", path, exc)
         return None
-    if result.budget != budget or result.time_budget != time_budget:
-        return None
-    return result
 
 
-def _vendor_timings(workload, path: Path, native_blas: bool = False) -> list[dict[str, Any]]:
-    timings = _read_vendor_file(path)
-    if timings is None:
-        timings = _time_vendors(workload, native_blas)
-        _write_json(path, timings)
-    return timings
-
-
-def _read_vendor_file(path: Path) -> list[dict[str, Any]] | None:
+@contextlib.contextmanager
+def _noting_failure(errors: list[dict[str, Any]], run: dict[str, Any]) -> Iterator[None]:
+    """Runs the block; an exception it raises is logged and noted in ``errors`` (``run``: which run, then the
+    error and the seconds it took), not raised: one failed run must not end a comparison."""
+    t0 = time.monotonic()
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+        yield
+    except Exception as exc:  # noqa: BLE001 - see above
+        log.exception("compare: %s failed", ", ".join(f"{k} {v}" for k, v in run.items()))
+        errors.append({**run, "error": f"{type(exc).__name__}: {exc}"[:2000], "seconds": time.monotonic() - t0})
 
 
-def _time_vendors(workload, native_blas: bool = False) -> list[dict[str, Any]]:
-    timings = []
-    for library, layout in vendor_choices(workload):
-        try:
-            timings.append(time_vendor(workload, library, layout, native_blas=native_blas).to_json())
-        except (VendorUnavailable, RuntimeError) as exc:
-            log.warning("vendor %s %s on %s: %s", library, layout, workload.label, exc)
-            timings.append({"library": library, "layout": layout, "gflops": None, "error": str(exc)[:500]})
+def _cached_vendor(path: Path, time_them: Callable[[], Any], usable: Callable[[Any], bool] = lambda data: True
+                   ) -> Any:
+    """The vendor timings saved at ``path`` when usable, else ``time_them()``'s, saved there for a resume."""
+    timings = _read_saved(path, usable=usable)
+    if timings is None:
+        timings = time_them()
+        _write_json(path, timings)
     return timings
 
 
@@ -248,7 +253,7 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
         workloads[shown] = workload_of(env_id, own).with_dtype(dtype)
     env_ids = list(workloads)
     default_space = space or ("mapping" if dtype != "float32" else None)
-    names = _parse_agents(agents)
+    names = _parse_names(agents)
     seed_list = _parse_seeds(seeds)
     options = {name: dict((agent_options or {}).get(name, {})) for name in names}
     built = {name: make_agent(name, **options[name]) for name in names}  # fails early on unknown names
@@ -314,7 +319,8 @@ class _Plan:
         return _result_path(self.out, env_id, agent, seed, options)
 
     def saved_result(self, env_id: str, agent: str, seed: int) -> TuningResult | None:
-        return _load_result(self.result_path(env_id, agent, seed), self.budget, self.time_budget)
+        return _read_saved(self.result_path(env_id, agent, seed), TuningResult.from_json,
+                           lambda r: (r.budget, r.time_budget) == (self.budget, self.time_budget))
 
     def vendor_path(self, env_id: str) -> Path:
         return self.out / "vendor" / f"{slug(env_id)}.json"
@@ -348,7 +354,8 @@ def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Tar
     try:
         if plan.vendor:
             for env_id, workload in plan.workloads.items():
-                board.vendor[env_id] = _vendor_timings(workload, plan.vendor_path(env_id), plan.native_blas)
+                board.vendor[env_id] = _cached_vendor(plan.vendor_path(env_id), functools.partial(
+                    time_references, workload, native_blas=plan.native_blas))
         for env_id, seed, name in plan.runs:
             agent = plan.agents[name]
             path = plan.result_path(env_id, name, seed)
@@ -357,16 +364,11 @@ def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Tar
                 if bar is not None:
                     bar.set_postfix_str(f"{env_id} {name} seed {seed}")
                 log.info("compare: %s, agent %s, seed %d", env_id, name, seed)
-                t0 = time.monotonic()
-                try:
+                with _noting_failure(board.errors, {"env": env_id, "agent": name, "seed": seed}):
                     result = agent.tune(env_for(env_id, plan.env_space(agent)), budget=plan.budget,
                                         time_budget=plan.time_budget, seed=seed,
                                         callback=ProgressBarCallback() if plan.progress else None)
-                except Exception as exc:  # noqa: BLE001 - one failed agent must not end the comparison
-                    log.exception("compare: %s on %s (seed %d) failed", name, env_id, seed)
-                    board.errors.append({"env": env_id, "agent": name, "seed": seed,
-                                         "error": f"{type(exc).__name__}: {exc}"[:2000],
-                                         "seconds": time.monotonic() - t0})
+                if result is None:  # it failed (noted in board.errors)
                     if bar is not None:
                         bar.update(1)
                     continue
@@ -409,7 +411,7 @@ def _run_on_ray(board: Leaderboard, plan: _Plan, db_path: str | Path, address: s
         with MeasuringCluster(address, db_path) as cluster:
             jobs: dict[Any, tuple] = {}
             for env_id, workload in plan.workloads.items():
-                cached = _read_vendor_file(plan.vendor_path(env_id)) if plan.vendor else None
+                cached = _read_saved(plan.vendor_path(env_id)) if plan.vendor else None
                 if cached is not None:
                     board.vendor[env_id] = cached
                 elif plan.vendor:
@@ -496,7 +498,7 @@ def _tune_job(db: Database, workload: Workload, agent: str, options: dict[str, A
 
 
 def _vendor_job(db: Database, workload: Workload, native_blas: bool = False) -> list[dict[str, Any]]:
-    return _time_vendors(workload, native_blas)
+    return time_references(workload, native_blas=native_blas)
 
 
 def _retime_job(db: Database, workload: Workload, kernels: Sequence[tuple[str, Config]],

@@ -26,10 +26,7 @@ measurement it had finished. The vendor timings are reused too.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,14 +34,13 @@ from typing import Any
 from tensorgym.catalog import make_scheduler
 from tensorgym.database import default_path
 from tensorgym.envs.network_env import NetworkEnv
-from tensorgym.errors import InvalidArgumentError
 from tensorgym.network_result import NetworkResult
 from tensorgym.network_tuning import NetworkProgressBar
 from tensorgym.networks import Network, resolve_network
 from tensorgym.text import slug
 from tensorgym.tuner import check_budget
 
-from .compare import _parse_seeds
+from .compare import _cached_vendor, _digest, _noting_failure, _parse_names, _parse_seeds, _read_saved
 from .network_board import NetworkBoard
 from .network_render import plot, write_tables
 from .network_vendor import NetworkVendor, time_network_vendor
@@ -52,13 +48,6 @@ from .network_vendor import NetworkVendor, time_network_vendor
 log = logging.getLogger(__name__)
 
 DEFAULT_SCHEDULERS = ("round-robin", "gradient", "dual-task")
-
-
-def parse_schedulers(schedulers: str | Sequence[str]) -> list[str]:
-    names = [s.strip() for s in (schedulers.split(",") if isinstance(schedulers, str) else schedulers) if s.strip()]
-    if not names or len(set(names)) != len(names):
-        raise InvalidArgumentError(f"schedulers must be distinct names, got {schedulers!r}")
-    return names
 
 
 def compare_network(network: "str | Path | Network", schedulers: str | Sequence[str] = DEFAULT_SCHEDULERS,
@@ -87,7 +76,7 @@ def compare_network(network: "str | Path | Network", schedulers: str | Sequence[
         vendor: time PyTorch's weighted sum; make_plot: write the PNG; progress: progress bars.
     """
     net = resolve_network(network)
-    names = parse_schedulers(schedulers)
+    names = _parse_names(schedulers, "schedulers")
     seed_list = _parse_seeds(seeds)
     options = {name: dict((scheduler_options or {}).get(name, {})) for name in names}
     built = {name: make_scheduler(name, **options[name]) for name in names}  # fails early on unknown names
@@ -108,18 +97,15 @@ def compare_network(network: "str | Path | Network", schedulers: str | Sequence[
             for name in names:
                 digest = _digest({**settings, "scheduler": name, "options": options[name], "seed": seed})
                 path = out / "results" / f"{slug(name)}-seed{seed}.json"
-                result = _load(path, digest)
+                result = _read_saved(path, NetworkResult.from_json,  # made with other settings: run again
+                                     lambda r, digest=digest: r.extra.get("settings_digest") == digest)
                 if result is None:
                     log.info("compare-network: %s, seed %d", name, seed)
-                    t0 = time.monotonic()
-                    try:
+                    with _noting_failure(board.errors, {"scheduler": name, "seed": seed}):
                         result = built[name].tune(env, budget=budget, time_budget=time_budget, seed=seed,
                                                   measure_per_round=measure_per_round,
                                                   callback=NetworkProgressBar() if progress else None)
-                    except Exception as exc:  # noqa: BLE001 - one failed scheduler must not end the comparison
-                        log.exception("compare-network: %s (seed %d) failed", name, seed)
-                        board.errors.append({"scheduler": name, "seed": seed, "error": f"{type(exc).__name__}: "
-                                             f"{exc}"[:2000], "seconds": time.monotonic() - t0})
+                    if result is None:  # it failed (noted in board.errors)
                         continue
                     result.extra["settings_digest"] = digest
                     path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,29 +122,9 @@ def compare_network(network: "str | Path | Network", schedulers: str | Sequence[
     return board
 
 
-def _digest(settings: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _load(path: Path, digest: str) -> NetworkResult | None:
-    if not path.exists():
-        return None
-    try:
-        result = NetworkResult.from_json(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("ignoring unreadable result %s: %s", path, exc)
-        return None
-    return result if result.extra.get("settings_digest") == digest else None
-
-
 def _vendor(network: Network, path: Path, progress: bool) -> NetworkVendor:
-    if path.exists():
-        try:
-            cached = NetworkVendor.from_json(json.loads(path.read_text()))
-            if [layer.get("key") for layer in cached.layers] == [t.workload.key for t in network.tasks]:
-                return cached
-        except (ValueError, KeyError, TypeError):
-            pass
-    timings = time_network_vendor(network, progress=progress)
-    path.write_text(json.dumps(timings.to_json(), indent=1))
-    return timings
+    """PyTorch's timings of ``network``'s layers: the saved ones when they are of the same layers."""
+    keys = [t.workload.key for t in network.tasks]
+    return NetworkVendor.from_json(_cached_vendor(
+        path, lambda: time_network_vendor(network, progress=progress).to_json(),
+        lambda data: [layer.get("key") for layer in NetworkVendor.from_json(data).layers] == keys))

@@ -12,15 +12,12 @@ layers, nothing else.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tensorgym.networks import Network
 
-from .vendor import VendorUnavailable, time_vendor, vendor_choices
-
-log = logging.getLogger(__name__)
+from .vendor import time_references, vendor_choices
 
 LIBRARY = "torch"
 
@@ -70,19 +67,13 @@ def time_network_vendor(network: Network, progress: bool = False) -> NetworkVend
     for task in network.tasks:
         entry: dict[str, Any] = {"label": task.label, "key": task.workload.key, "weight": task.weight}
         if task.live:
-            layouts = [layout for library, layout in vendor_choices(task.workload) if library == LIBRARY]
-            timings = []
-            for layout in layouts:
-                try:
-                    timings.append(time_vendor(task.workload, LIBRARY, layout))
-                except (VendorUnavailable, RuntimeError, ValueError) as exc:
-                    log.warning("PyTorch %s on %s: %s", layout, task.label, exc)
-                    entry["error"] = str(exc)[:500]
-            if timings:
-                best = min(timings, key=lambda t: t.latency_s)
-                entry.update(library=best.library, layout=best.layout, latency_s=best.latency_s,
-                             latency_cv=best.latency_cv, max_rel_error=best.max_rel_error,
-                             layouts={t.layout: t.latency_s for t in timings})
+            timings = time_references(task.workload, [c for c in vendor_choices(task.workload) if c[0] == LIBRARY])
+            timed = [t for t in timings if "error" not in t]
+            entry.update([("error", t["error"]) for t in timings if "error" in t][-1:])  # the last failure, if any
+            if timed:
+                best = min(timed, key=lambda t: t["latency_s"])
+                entry.update({k: best[k] for k in ("library", "layout", "latency_s", "latency_cv", "max_rel_error")},
+                             layouts={t["layout"]: t["latency_s"] for t in timed})
             if bar is not None:
                 bar.update(1)
         result.layers.append(entry)

@@ -6,7 +6,8 @@ import base64
 import csv
 import html
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,18 +20,25 @@ _DIGITS = {"score": 2, "score(t)": 2, "AUC": 2}  # decimals of the columns that 
 
 
 def _cells(board: Leaderboard, spread: str = "range") -> tuple[list[str], list[list[str]]]:
+    return board_cells(board, ["env", "agent"], lambda row: [row["env"], row["agent"]],
+                       lambda n: _DIGITS.get(n, 0 if n.startswith("to") else 1), spread)
+
+
+def board_cells(board, columns: list[str], keys: Callable[[dict], list[str]], digits: Callable[[str], int],
+                spread: str = "range") -> tuple[list[str], list[list[str]]]:
+    """A board's table (a compare or a compare-network one) as its header and text cells: per row its ``keys``
+    (under ``columns``), its number of seeds, then each metric with ``digits(metric)`` decimals, as mean
+    (min-max) (``spread="range"``) or mean [95 % interval of the mean] (``"ci"``)."""
     if spread not in ("range", "ci"):
         raise ValueError(f"spread must be 'range' (min-max) or 'ci' (95 % interval of the mean), got {spread!r}")
     names = board.metric_names()
-    header = ["env", "agent", "n"] + names
     cells = []
     for row in board.rows():
         stats = row["stats"]
-        digits = {n: _DIGITS.get(n, 0 if n.startswith("to") else 1) for n in names}
-        cells.append([row["env"], row["agent"], str(len(row["seeds"])) if row["seeds"] else ""]
-                     + [(stats[n].format(digits[n]) if spread == "range" else stats[n].format_ci(digits[n]))
+        cells.append([*keys(row), str(len(row["seeds"])) if row["seeds"] else ""]
+                     + [(stats[n].format(digits(n)) if spread == "range" else stats[n].format_ci(digits(n)))
                         if n in stats else "" for n in names])
-    return header, cells
+    return [*columns, "n", *names], cells
 
 
 def text_table(board: Leaderboard, spread: str = "range") -> str:
@@ -44,11 +52,14 @@ def text_table(board: Leaderboard, spread: str = "range") -> str:
 
 def markdown(board: Leaderboard) -> str:
     """The table in Markdown, with its caption."""
-    header, cells = _cells(board)
+    return markdown_table(*_cells(board), caption(board))
+
+
+def markdown_table(header: Sequence[str], cells: Sequence[Sequence[str]], note: str) -> str:
+    """A board's table in Markdown, then ``note`` (its caption): of a compare board and a compare-network one."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(c or " " for c in row) + " |" for row in cells]
-    note = f"\n{caption(board)}"
-    return "\n".join(lines) + "\n" + note + "\n"
+    return "\n".join(lines) + f"\n\n{note}\n"
 
 
 def caption(board: Leaderboard) -> str:
@@ -67,76 +78,184 @@ def caption(board: Leaderboard) -> str:
 
 def write_tables(board: Leaderboard, out_dir: str | Path) -> dict[str, Path]:
     """Write compare.csv, compare.json and compare.md; returns their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"csv": out / "compare.csv", "json": out / "compare.json", "md": out / "compare.md"}
+    return write_board_files(board, Path(out_dir) / "compare", ["env", "workload", "agent"],
+                             lambda row: [row["env"], row["workload"], row["agent"]], markdown(board))
+
+
+def write_board_files(board, stem: Path, columns: list[str], keys: Callable[[dict], list], text: str
+                      ) -> dict[str, Path]:
+    """Write a board (a compare or a compare-network one) as ``stem``.csv (one line per row and metric: the
+    row's ``keys`` under ``columns``, then the statistic), ``stem``.json and ``stem``.md (``text``)."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = {ext: stem.with_name(f"{stem.name}.{ext}") for ext in ("csv", "json", "md")}
     with paths["csv"].open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["env", "workload", "agent", "metric", "mean", "min", "max", "n", "values"])
+        writer.writerow([*columns, "metric", "mean", "min", "max", "n", "values"])
         for row in board.rows():
             for metric, stat in row["stats"].items():
-                writer.writerow([row["env"], row["workload"], row["agent"], metric, _num(stat.mean),
-                                 _num(stat.min), _num(stat.max), len(stat.values), json.dumps(list(stat.values))])
+                writer.writerow([*keys(row), metric, _num(stat.mean), _num(stat.min), _num(stat.max),
+                                 len(stat.values), json.dumps(list(stat.values))])
     paths["json"].write_text(json.dumps(board.to_json(), indent=1))
-    paths["md"].write_text(markdown(board))
+    paths["md"].write_text(text)
     return paths
+
+
+_VERSION = re.compile(r"v?\d+(\.\d+)+\S*|\d{4}\S*")  # 2.13.0, 0.3.27, 2024.0, 2.13.0+cpu
+_LABEL_LIMIT = 34  # characters of a short vendor label before the tags in parentheses
+
+
+def vendor_label(ref: dict) -> str:
+    """A short name of a vendor reference for tables and legends: the library and its kernel family, short.
+
+    ``torch 2.13.0 MKL [oneMKL 2024.0 sgemm, unknown code path, packed weights]`` with layout
+    ``row-major, weights pre-packed`` is ``MKL sgemm (packed)``; ``numpy 2.1.3 [OpenBLAS 0.3.27 SkylakeX,
+    2 threads]`` is ``numpy OpenBLAS SkylakeX``; a layout other than row-major is kept (``(NHWC, packed)``).
+    Versions, code paths and thread counts are left to :func:`vendor_full_name`.
+    """
+    library = str(ref.get("library") or ref.get("backend") or "vendor")
+    name, _, kernel = library.partition(" [")
+    words = [w for w in name.split() if not _VERSION.fullmatch(w)]
+    if len(words) > 1 and words[0] == "torch":  # PyTorch is how it is called; the library is what runs
+        words = words[1:]
+    family = kernel.rstrip("]").split(",")[0].split(" + ")[0].strip()
+    if family.startswith("not "):  # "not oneDNN: PyTorch's own kernel"
+        words, family = ["torch"], "native kernel"
+    known = [w.lower() for w in words]
+    kept = [w for w in family.split() if not _VERSION.fullmatch(w) and not any(k in w.lower() for k in known)]
+    words += [w for w in kept if ":" in w] or kept  # oneDNN's "matmul brg_matmul:avx512_core": the implementation
+    label = " ".join(words) or library
+    if len(label) > _LABEL_LIMIT:
+        label = label[:_LABEL_LIMIT - 3].rstrip() + "..."
+    layout = str(ref.get("layout") or "")
+    tags = [t for t in (layout.replace("weights pre-packed", "").replace("pre-packed", "").strip(" ,"),)
+            if t and t != "row-major"]
+    if "pre-packed" in layout or ref.get("weights") == "pre-packed":
+        tags.append("packed")
+    return label + (f" ({', '.join(tags)})" if tags else "")
+
+
+def vendor_full_name(ref: dict) -> str:
+    """The vendor reference's whole name: library, version, kernel family and layout."""
+    return f"{ref.get('library', '')} {ref.get('layout', '')}".strip()
+
+
+def _short(label: str, limit: int = 60) -> str:
+    return label if len(label) <= limit else label[:limit - 3].rstrip() + "..."
+
+
+_VENDOR_STYLES = ("--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 4)), (0, (8, 3)))
 
 
 def plot_curves(board: Leaderboard, out_dir: str | Path) -> list[Path]:
     """One PNG per env: best-so-far vs measurements and vs seconds; returns the paths.
 
     The title is the layer's label (or its shape, for a shape of your own); one
-    legend sits below both panels, outside the data; the y axis leaves
-    headroom above the highest curve or vendor line.
+    legend names every agent and every vendor line (by its short
+    :func:`vendor_label`): inside the left panel where it hides the fewest lines,
+    or below the panels when it does not fit there; the y axis leaves headroom
+    above the highest curve or vendor line, and the saved image is cut to what
+    was drawn (nothing clipped).
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    out = Path(out_dir) / "plots"
-    out.mkdir(parents=True, exist_ok=True)
     paths = []
     for env_id in board.env_ids:
-        fig = Figure(figsize=(12, 5.2), layout="constrained")
-        FigureCanvasAgg(fig)
-        by_trials, by_time = fig.subplots(1, 2)
-        horizon = max((t.elapsed_s for a in board.agents for r in board.results.get((env_id, a), [])
-                       for t in r.trials), default=1.0)
-        grid = np.linspace(0.0, horizon, 400)
+        fig, by_trials, by_time = _figure()
         top = 0.0
-        for i, agent in enumerate(board.agents):
-            runs = [r for r in board.results.get((env_id, agent), []) if r.trials]
-            if not runs:
-                continue
-            color = f"C{i % 10}"
-            n = max(len(r.trials) for r in runs)
-            xs = np.arange(1, n + 1)
-            curves = np.array([[r.best_at(trials=int(x)) for x in xs] for r in runs])
-            _band(by_trials, xs, curves, color, f"{agent} (n={len(runs)})")
+        series = [(agent, board.results.get((env_id, agent), [])) for agent in board.agents]
+        for color, runs, curves in _plot_runs(by_trials, by_time, series, lambda r, **at: r.best_at(**at)):
             top = max(top, float(curves.max()))
-            curves = np.array([[r.best_at(seconds=float(t)) for t in grid] for r in runs])
-            _band(by_time, grid, curves, color, None)
             # Where the runs ended (mean over seeds): the curve is flat after it because the run was over.
             by_time.plot(np.mean([r.trials[-1].elapsed_s for r in runs]),
                          np.mean([r.trials[-1].best_gflops for r in runs]), marker="o", color=color)
         for j, ref in enumerate(r for r in board.vendor.get(env_id, []) if r.get("gflops")):
             top = max(top, float(ref["gflops"]))
-            for ax, label in ((by_trials, f"{ref['library']} {ref['layout']}"), (by_time, None)):
-                ax.axhline(ref["gflops"], color="0.3", linestyle=("--", ":", "-.")[j % 3], linewidth=1.2,
-                           label=label)
+            _reference_line((by_trials, by_time), ref["gflops"], f"vendor: {vendor_label(ref)}",
+                            color=("0.25", "0.5")[j // len(_VENDOR_STYLES) % 2],
+                            linestyle=_VENDOR_STYLES[j % len(_VENDOR_STYLES)])
         fig.suptitle(plot_title(env_id, board.labels.get(env_id, "")), fontsize=12)
-        by_trials.set(xlabel="measurements", ylabel="best GFLOP/s so far")
-        by_time.set(xlabel="tuning clock (s)", ylabel="best GFLOP/s so far")
-        for ax in (by_trials, by_time):
-            ax.grid(alpha=0.3)
-            ax.set_ylim(0, 1.12 * top if top > 0 else 1.0)
-        handles, labels = by_trials.get_legend_handles_labels()
-        if handles:
-            fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4), fontsize=9,
-                       frameon=False)
-        path = out / f"{slug(env_id)}.png"
-        fig.savefig(path, dpi=110)
-        paths.append(path)
+        _label_axes((by_trials, by_time), "measurements", ylabel="best GFLOP/s so far",
+                    ylim=(0, 1.12 * top if top > 0 else 1.0))
+        paths.append(_save(fig, by_trials, Path(out_dir) / "plots" / f"{slug(env_id)}.png"))
     return paths
+
+
+# -- the two-panel figure of a compare board and of a compare-network one ------------------------------------
+def _figure():
+    """A figure of two panels: the curves vs trials (left) and vs seconds of tuning clock (right)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 5.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    return (fig, *fig.subplots(1, 2))
+
+
+def _plot_runs(by_trials, by_time, series: Sequence[tuple[str, Sequence]], value: Callable[..., float | None]
+               ) -> list[tuple[str, list, np.ndarray]]:
+    """Each series ``(name, runs)`` as one line per panel, in its own color: the mean over its runs of
+    ``value(run, trials=N)`` vs trials and of ``value(run, seconds=T)`` vs tuning clock, with a min-max band.
+    Returns ``(color, runs, curves vs trials)`` of each series drawn (one with no trial is not)."""
+    horizon = max((t.elapsed_s for _, runs in series for r in runs for t in r.trials), default=1.0)
+    grid = np.linspace(0.0, horizon, 400)
+    drawn = []
+    for i, (name, runs) in enumerate(series):
+        runs = [r for r in runs if r.trials]
+        if not runs:
+            continue
+        color = f"C{i % 10}"
+        xs = np.arange(1, max(len(r.trials) for r in runs) + 1)
+        curves = np.array([[value(r, trials=int(x)) for x in xs] for r in runs], dtype=float)
+        _band(by_trials, xs, curves, color, f"{name} (n={len(runs)})")
+        _band(by_time, grid, np.array([[value(r, seconds=float(t)) for t in grid] for r in runs], dtype=float),
+              color, None)
+        drawn.append((color, runs, curves))
+    return drawn
+
+
+def _reference_line(axes, y: float, label: str, **style) -> None:
+    """A reference (a vendor's) as a horizontal line on both panels, named once: the legend names the left's."""
+    for ax, name in zip(axes, (label, None)):
+        ax.axhline(y, linewidth=1.2, label=name, **style)
+
+
+def _label_axes(axes, trials_label: str, which: str = "major", **both) -> None:
+    """The panels' x labels (``trials_label``, tuning clock), grid, and the settings ``both`` share."""
+    for ax, xlabel in zip(axes, (trials_label, "tuning clock (s)")):
+        ax.set(xlabel=xlabel, **both)
+        ax.grid(alpha=0.3, which=which)
+
+
+def _save(fig, ax, path: Path) -> Path:
+    """Save ``fig`` as ``path`` with one legend naming ``ax``'s lines (:func:`_legend`), cut to what was drawn."""
+    _legend(fig, ax)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.1)
+    return path
+
+
+def _legend(fig, ax) -> None:
+    """One legend for the whole figure, naming ``ax``'s lines (the figure's series, one entry each).
+
+    Inside ``ax``, where it hides the fewest lines, when it fits there in one column; otherwise
+    below the panels, inside the figure, in as many columns (up to 4) as fit its width.
+    """
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    labels = [_short(label) for label in labels]
+    fig.draw_without_rendering()  # the layout, so that the extents below are the drawn ones
+    renderer = fig.canvas.get_renderer()
+    legend = ax.legend(handles, labels, loc="best", fontsize=7.5, framealpha=0.9, borderaxespad=0.4,
+                       handlelength=2.6)
+    box, room = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+    if box.width <= 0.9 * room.width and box.height <= 0.6 * room.height:
+        return
+    legend.remove()
+    for ncols in range(min(len(labels), 4), 0, -1):
+        legend = fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False,
+                            handlelength=2.6)
+        if ncols == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            return
+        legend.remove()
 
 
 def plot_title(env_id: str, label: str, limit: int = 70) -> str:
@@ -150,6 +269,8 @@ def plot_title(env_id: str, label: str, limit: int = 70) -> str:
 
 
 def _band(ax, xs: np.ndarray, curves: np.ndarray, color: str, label: str | None) -> None:
+    """Mean over runs (rows) with a min-max band; NaN (a network run before every layer has a kernel) in any
+    run leaves that point undrawn, so the line starts where every run has a value."""
     ax.plot(xs, curves.mean(axis=0), color=color, label=label, linewidth=1.6, drawstyle="steps-post")
     if len(curves) > 1:
         ax.fill_between(xs, curves.min(axis=0), curves.max(axis=0), color=color, alpha=0.18, step="post")
@@ -159,16 +280,28 @@ def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
+# The page fits the window: the table's text columns wrap (a vendor row names its short label, the full
+# name is its tooltip and a footnote), a value wraps between its mean and its (min-max), and a table still
+# too wide scrolls in its own box, never the page; the plots shrink to the window's width.
 _PAGE_STYLE = """
 body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 24px; color: #1a1a1a; background: #fff; }
 h1 { font-size: 22px; margin: 0 0 6px; } h2 { font-size: 17px; margin: 28px 0 8px; }
-p { max-width: 1100px; line-height: 1.4; } .settings { color: #444; }
-table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
-th, td { border: 1px solid #c8c8c8; padding: 3px 8px; text-align: right; white-space: nowrap; }
-th { background: #eef0f3; } .text { text-align: left; } tr.vendor td { color: #555; font-style: italic; }
-figure { margin: 12px 0 24px; } figcaption { font-size: 13px; color: #444; }
-img { display: block; max-width: none; }
+p, ol { max-width: 1100px; line-height: 1.4; } .settings { color: #444; } .notes { font-size: 12px; color: #444; }
+.table { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; font-size: 12.5px; margin: 8px 0; }
+th, td { border: 1px solid #c8c8c8; padding: 3px 6px; text-align: right; white-space: normal; }
+th { background: #eef0f3; white-space: nowrap; }
+.text { text-align: left; overflow-wrap: anywhere; min-width: 7em; max-width: 22em; }
+tr.vendor td { color: #555; font-style: italic; } .range { white-space: nowrap; }
+figure { margin: 12px 0 24px; max-width: 100%; } figcaption { font-size: 13px; color: #444; }
+img { display: block; max-width: 100%; height: auto; }
 """
+
+
+def _value_html(value: str) -> str:
+    """A table value whose range (``(min-max)``, ``[n/m]``) may wrap below its mean, but not within itself."""
+    mean, sep, rest = value.partition(" ")
+    return f'{html.escape(mean)} <span class="range">{html.escape(rest)}</span>' if sep else html.escape(value)
 
 
 def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
@@ -176,12 +309,23 @@ def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
     measured against, failed runs, and the ``plots`` embedded as base64 PNGs (no script, no external file)."""
     header, cells = _cells(board)
     esc = html.escape
-    rows = []
+    vendors = {(env_id, f"vendor: {ref['library']} {ref['layout']}"): ref for env_id in board.env_ids
+               for ref in board.vendor.get(env_id, []) if ref.get("gflops") is not None}  # as board.rows() names them
+    rows, notes = [], {}
     for row, values in zip(board.rows(), cells):
         kind = "vendor" if row["agent"].startswith("vendor:") else "agent"
-        tds = "".join(f'<td class="text">{esc(v)}</td>' if i < 2 else f"<td>{esc(v)}</td>"
-                      for i, v in enumerate(values))
-        rows.append(f'<tr class="{kind}">{tds}</tr>')
+        ref = vendors.get((row["env"], row["agent"]))
+        tds = []
+        for i, v in enumerate(values):
+            if i == 1 and ref is not None:  # the vendor's short label; its full name in a tooltip and a note
+                short, full = vendor_label(ref), vendor_full_name(ref)
+                notes.setdefault(short, set()).add(full)
+                tds.append(f'<td class="text" title="{esc(full)}">vendor: {esc(short)}</td>')
+            else:
+                tds.append(f'<td class="text">{esc(v)}</td>' if i < 2 else f"<td>{_value_html(v)}</td>")
+        rows.append(f'<tr class="{kind}">{"".join(tds)}</tr>')
+    vendor_notes = "".join(f"<li><b>{esc(short)}</b>: {esc('; '.join(sorted(fulls)))}</li>"
+                           for short, fulls in notes.items())
     references = []
     for env_id in board.env_ids:
         ref = board.methodology_reference(env_id)
@@ -206,18 +350,21 @@ def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
 <body>
 <h1>tensorgym leaderboard</h1>
 <p class="settings">{esc(settings)}</p>
-<table id="leaderboard"><thead><tr>{"".join(f'<th class="text">{esc(h)}</th>' if i < 2 else f"<th>{esc(h)}</th>"
-                                           for i, h in enumerate(header))}</tr></thead>
+<div class="table"><table id="leaderboard"><thead><tr>{
+    "".join(f'<th class="text">{esc(h)}</th>' if i < 2 else f"<th>{esc(h)}</th>" for i, h in enumerate(header))
+}</tr></thead>
 <tbody>
 {chr(10).join(rows)}
-</tbody></table>
+</tbody></table></div>
 <p class="caption">{esc(caption(board))}</p>
+{f'<p class="notes">Vendor references (library, version, kernel family, layout):</p><ol id="vendors" class="notes">'
+ f'{vendor_notes}</ol>' if vendor_notes else ""}
 <h2>What the scores are measured against</h2>
-<table id="references"><thead><tr><th class="text">env</th><th>best known GFLOP/s</th><th>random trials</th>
-<th>random s/trial</th><th>trials scored</th></tr></thead>
+<div class="table"><table id="references"><thead><tr><th class="text">env</th><th>best known GFLOP/s</th>
+<th>random trials</th><th>random s/trial</th><th>trials scored</th></tr></thead>
 <tbody>
 {chr(10).join(references)}
-</tbody></table>
+</tbody></table></div>
 {f"<h2>Failed runs</h2><ul>{errors}</ul>" if errors else ""}
 {"<h2>Best so far</h2>" if figures else ""}
 {chr(10).join(figures)}

@@ -25,21 +25,39 @@ References (``vendor_choices``), as ``(backend, layout)``, float32:
 int8 (uint8 activations x int8 weights, what a PyTorch user of this CPU reaches for):
 
 * conv2d: ``torch`` ``quantized pre-packed``: PyTorch's quantized conv
-  (``torch.ops.quantized.conv2d``, the ``x86`` engine: oneDNN) with unit scales,
+  (``torch.ops.quantized.conv2d``, the ``x86`` engine) with unit scales,
   zero zero-points and weights pre-packed once (``conv2d_prepack``, outside the
   timed call: the functional API re-packs them on every call). Its output is
   requantized to uint8 (the int32 accumulators are not exposed), with the
   output scale ``max|ref| / 127`` and zero point 128, so the check is "within
-  half an output step": ``max_rel_error`` is about 1/254 for a correct kernel;
+  half an output step": ``max_rel_error`` is about 1/254 for a correct kernel.
+  The ``x86`` engine runs oneDNN on CPUs with AVX512-VNNI and FBGEMM on the
+  others (``should_use_onednn_quant``); ``onednn`` ``quantized pre-packed`` is
+  the ``onednn`` engine, oneDNN on every CPU;
 * matmul: ``torch`` ``int_mm``: ``torch._int_mm`` (int8 x int8 -> int32,
-  oneDNN). It takes signed activations, so the call computes
+  oneDNN's ``gemm_api`` s8s8s32 on CPUs, named ``gemm_api:<isa>``). It takes
+  signed activations, so the call computes
   ``(A - 128) @ B + 128 * colsum(B)`` (the compensation oneDNN itself applies to
   uint8 inputs), exactly ``A @ B``; shapes it refuses (M <= 16, K or N not
   multiples of 8) have no reference.
 
-bf16: ``torch`` conv2d (NHWC and NCHW) and ``torch.mm`` on bfloat16 tensors
-(oneDNN); the output is bfloat16, so ``max_rel_error`` is about 4e-3 (its
-rounding).
+**int8 without VNNI** (AVX2 CPUs, Skylake-X): oneDNN's int8 kernels (the
+``gemm_api`` of ``torch._int_mm``, ``jit_uni_int8:avx2`` convolutions) and
+FBGEMM's multiply uint8 x int8 with ``vpmaddubsw``, whose int16 pair sums
+saturate: for the full uint8 range of tensorgym's inputs they are *not exact*
+(``max_rel_error`` 0.1-0.2; the frameworks' quantizers keep activations to 7
+bits there). The kernel family says so (``int16-saturating``); the timing is
+still the library's, which tensorgym's exact kernels are compared with. On a
+restricted CPU (``TENSORGYM_CPU=x86-64-v3``) the host still reports VNNI to
+PyTorch, so the ``x86`` engine is steered to FBGEMM, restricted to the same ISA
+(``FBGEMM_ENABLE_INSTRUCTIONS``), as it would be on a real AVX2 CPU.
+
+bf16: ``torch`` conv2d (NHWC and NCHW) and ``torch.mm`` on bfloat16 tensors;
+the output is bfloat16, so ``max_rel_error`` is about 4e-3 (its rounding).
+oneDNN runs them on CPUs with AVX-512 (``brg_matmul:avx512_core_bf16``); below
+that (AVX2, or a restricted CPU) PyTorch uses its own kernels, named by the
+ATen operator that ran (``not oneDNN: aten::mm``, ``aten::_slow_conv2d_forward``:
+im2col and PyTorch's own GEMM, bf16 widened to fp32), far slower.
 
 **Like with like.** ``VendorResult.weights`` says whether the weights were
 prepared once outside the timing (``pre-packed``) or are taken as given on
@@ -51,6 +69,12 @@ weights with the former, one that packs its weights itself with the latter.
 supports. ``time_vendor(..., native_blas=True)`` clears them in the vendor's
 own process only (benchmarks do; tests and CI keep the machine's environment),
 and the result says so (``VendorResult.environment``).
+
+**A restricted CPU.** When the local CPU acts as a smaller one
+(``TENSORGYM_CPU=x86-64-v3``: kernels compiled for AVX2 + FMA), the vendor's
+process is restricted the same way: ``ONEDNN_MAX_CPU_ISA=AVX2`` (oneDNN, inside
+PyTorch too), ``MKL_ENABLE_INSTRUCTIONS=AVX2`` and ``OPENBLAS_CORETYPE=Haswell``
+(:meth:`tensorgym.target.Target.vendor_environment`); ``environment`` lists them.
 
 **GPUs.** For a CUDA target (``target=``, a :class:`~tensorgym.target.Target` of kind
 ``"cuda"``) the references run on the GPU, timed as tensorgym's CUDA kernels are
@@ -67,10 +91,12 @@ flushed before each), with NVML's clocks recorded (``VendorResult.device_state``
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -82,6 +108,8 @@ from tensorgym.measure.worker import Worker
 from tensorgym.record import summarize_samples
 from tensorgym.target import Target, local_cpu
 from tensorgym.workloads import Conv2d, Matmul, Workload
+
+log = logging.getLogger(__name__)
 
 BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what ``native_blas=True`` clears
 PER_CALL, PRE_PACKED = "per call", "pre-packed"
@@ -130,7 +158,7 @@ def vendor_choices(workload: Workload, target: Target | None = None) -> list[tup
         return []
     if workload.dtype == "int8":
         if isinstance(workload, Conv2d):
-            return [("torch", "quantized pre-packed")]
+            return [("torch", "quantized pre-packed"), ("onednn", "quantized pre-packed")]
         return [("torch", "int_mm")] if isinstance(workload, Matmul) else []
     if workload.dtype == "bf16":
         if isinstance(workload, Conv2d):
@@ -177,10 +205,12 @@ def time_vendor(workload: Workload, library: str | None = None, layout: str | No
     layout = layout or next((lay for lib, lay in choices if lib == library), "")
     if (library, layout) not in choices:
         raise ValueError(f"no {library} {layout} reference for {workload.op}; choices: {choices}")
-    cleared = [k for k in BLAS_OVERRIDES if k in os.environ] if native_blas else []
     gpu = target is not None and target.kind == "cuda"
+    # A CPU restricted to a smaller ISA (TENSORGYM_CPU=x86-64-v3) restricts its vendors the same way.
+    restriction = {} if gpu else (target or local_cpu()).vendor_environment()
+    cleared = [k for k in BLAS_OVERRIDES if k in os.environ and k not in restriction] if native_blas else []
     with tempfile.TemporaryDirectory(prefix="tensorgym-vendor-") as logs:
-        worker = Worker("vendor", logs, env={"OMP_NUM_THREADS": str(local_cpu().num_cores)},
+        worker = Worker("vendor", logs, env={"OMP_NUM_THREADS": str(local_cpu().num_cores), **restriction},
                         block_torch=False, preload=(), unset=BLAS_OVERRIDES if native_blas else ())
         try:
             if gpu:
@@ -197,9 +227,25 @@ def time_vendor(workload: Workload, library: str | None = None, layout: str | No
         if "VendorUnavailable" in outcome.error:
             raise VendorUnavailable(outcome.error.strip().splitlines()[-1].split(": ", 1)[-1])
         raise RuntimeError(f"timing {library} on {workload.label} failed ({outcome.kind}): {outcome.error[:500]}")
-    environment = f"{', '.join(cleared)} cleared" if cleared else ""
+    environment = ", ".join(([f"{', '.join(cleared)} cleared"] if cleared else [])
+                            + [f"{k}={v}" for k, v in restriction.items()])
     return VendorResult(**outcome.value, environment=environment, choice=layout)
 
+
+
+def time_references(workload: Workload, choices: Sequence[tuple[str, str]] | None = None, *,
+                    native_blas: bool = False) -> list[dict[str, Any]]:
+    """Time each ``(backend, layout)`` of ``choices`` (default: every :func:`vendor_choices`) on ``workload``:
+    a ``VendorResult.to_json()`` dict each, or ``{library, layout, gflops: None, error}`` for one that could
+    not be timed (logged; the others still are). The one path of a layer's references and a network's."""
+    timings = []
+    for library, layout in vendor_choices(workload) if choices is None else choices:
+        try:
+            timings.append(time_vendor(workload, library, layout, native_blas=native_blas).to_json())
+        except (VendorUnavailable, RuntimeError, ValueError) as exc:
+            log.warning("vendor %s %s on %s: %s", library, layout, workload.label, exc)
+            timings.append({"library": library, "layout": layout, "gflops": None, "error": str(exc)[:500]})
+    return timings
 
 # -- in the vendor's process --------------------------------------------------------------------------
 def _capture_stdout(fn) -> str:
@@ -278,13 +324,16 @@ def _time_here(workload: Workload, library: str, layout: str, protocol: TimingPr
         torch.set_num_threads(threads)
         with torch.no_grad():
             if workload.dtype != "float32":
-                call, name, result = _torch_low_precision_call(torch, workload, layout, inputs, reference)
+                call, name, result = _torch_low_precision_call(torch, workload, library, layout, inputs,
+                                                               reference)
                 out = result(call())
             else:
                 call, name = _torch_call(torch, workload, library, layout, inputs)
                 out = _torch_output(workload, call())
             # One call with the library's verbose output on names the kernel it ran; never while timing.
-            if library == "onednn" or isinstance(workload, Conv2d) or workload.dtype != "float32":
+            if workload.dtype != "float32":
+                name, kernel = low_precision_kernel(torch, call, name, workload.dtype)
+            elif library == "onednn" or isinstance(workload, Conv2d):
                 with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
                     kernel = onednn_kernel(_capture_stdout(call))
             else:
@@ -300,15 +349,15 @@ def _time_here(workload: Workload, library: str, layout: str, protocol: TimingPr
             "contention": timing.contention}
 
 
-def _torch_low_precision_call(torch, workload: Workload, layout: str, inputs, reference):
+def _torch_low_precision_call(torch, workload: Workload, library: str, layout: str, inputs, reference):
     """(the timed call, the library's name, a function turning its result into the output as a NumPy array)
     for int8 and bf16 workloads (see the module docs)."""
     import numpy as np
 
     version = torch.__version__.split("+")[0]
     if workload.dtype == "int8":
-        call, result = _torch_int8_call(torch, workload, inputs, reference)
-        return call, f"torch {version} oneDNN", result
+        call, result, engine = _torch_int8_call(torch, workload, library, inputs, reference)
+        return call, f"torch {version} {engine}", result
     a, b = (torch.from_numpy(np.asarray(x, dtype=np.float32)).to(torch.bfloat16) for x in inputs)
 
     def result(out):
@@ -323,8 +372,33 @@ def _torch_low_precision_call(torch, workload: Workload, layout: str, inputs, re
     return (lambda: torch.mm(a, b)), f"torch {version} oneDNN", result
 
 
-def _torch_int8_call(torch, workload: Workload, inputs, reference):
-    """(the timed call, a function turning its result into a NumPy array) of PyTorch's int8 reference."""
+# oneDNN's ISA cap in this process (ONEDNN_MAX_CPU_ISA, set by time_vendor for a restricted CPU) -> the
+# FBGEMM instruction set of the same width. Caps without VNNI are the ones where the x86 engine picks FBGEMM.
+_FBGEMM_ISA = {"AVX2": "AVX2", "AVX512_CORE": "AVX512"}
+
+
+def _quantized_engine(torch, library: str) -> str:
+    """Set the quantized engine of an int8 conv reference: ``onednn`` for ``library="onednn"``, else the
+    ``x86`` engine, or FBGEMM where the ``x86`` engine would choose it but cannot see why (see the module docs).
+    """
+    supported = torch.backends.quantized.supported_engines
+    wanted = ("onednn",) if library == "onednn" else ("x86", "onednn", "fbgemm")
+    engine = next((e for e in wanted if e in supported), None)
+    if engine is None:
+        raise VendorUnavailable(f"no quantized engine among {supported} for {library}")
+    fbgemm_isa = _FBGEMM_ISA.get(os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper())
+    if engine == "x86" and fbgemm_isa and "fbgemm" in supported:
+        # The x86 engine picks oneDNN when cpuinfo reports AVX512-VNNI, which a restricted CPU still does;
+        # on the CPU it stands for (no VNNI) it picks FBGEMM. FBGEMM reads its cap on its first call.
+        os.environ.setdefault("FBGEMM_ENABLE_INSTRUCTIONS", fbgemm_isa)
+        engine = "fbgemm"
+    torch.backends.quantized.engine = engine
+    return engine
+
+
+def _torch_int8_call(torch, workload: Workload, library: str, inputs, reference):
+    """(the timed call, a function turning its result into a NumPy array, the engine's name) of PyTorch's
+    int8 reference."""
     import numpy as np
 
     data, weights = inputs
@@ -339,13 +413,8 @@ def _torch_int8_call(torch, workload: Workload, inputs, reference):
         def call():
             return torch._int_mm(a, b) + compensation
 
-        return call, lambda out: out.numpy()
-    for engine in ("x86", "onednn", "fbgemm"):
-        if engine in torch.backends.quantized.supported_engines:
-            torch.backends.quantized.engine = engine
-            break
-    else:
-        raise VendorUnavailable(f"no quantized engine among {torch.backends.quantized.supported_engines}")
+        return call, lambda out: out.numpy(), "oneDNN"
+    engine = _quantized_engine(torch, library)
     qx = torch.quantize_per_tensor(torch.from_numpy(data.astype(np.float32)), 1.0, 0, torch.quint8)
     qw = torch.quantize_per_tensor(torch.from_numpy(weights.astype(np.float32)), 1.0, 0, torch.qint8)
     st, pad = workload.stride, workload.padding
@@ -355,7 +424,63 @@ def _torch_int8_call(torch, workload: Workload, inputs, reference):
     def call():
         return torch.ops.quantized.conv2d(qx, packed, scale, 128)
 
-    return call, lambda out: out.dequantize().numpy()
+    name = {"fbgemm": "FBGEMM", "qnnpack": "QNNPACK"}.get(engine, "oneDNN")
+    return call, lambda out: out.dequantize().numpy(), name
+
+
+# ATen operators that only move or describe tensors: the kernel is the last operator that is not one of them.
+_ATEN_BOOKKEEPING = ("empty", "empty_like", "view", "resize_", "as_strided", "as_strided_", "resolve_conj",
+                     "contiguous", "clone", "copy_", "_nnpack_available", "conv2d", "convolution", "_convolution",
+                     "thnn_conv2d", "qscheme", "q_zero_point", "q_scale", "quantize_per_tensor", "dequantize")
+
+# oneDNN's verbose "isa:" line -> its short ISA name (as in implementation names such as jit_uni_int8:avx2).
+_ONEDNN_ISAS = (("AMX", "avx512_core_amx"), ("AVX-512 with", "avx512_core_vnni"), ("AVX-512", "avx512_core"),
+                ("AVX2 with", "avx2_vnni"), ("AVX2", "avx2"), ("AVX", "avx"), ("SSE", "sse41"))
+
+
+def aten_kernel(ops: list[str]) -> str:
+    """The ATen operator that computed, from the operators a call ran (``torch.profiler``), e.g. ``aten::mm``."""
+    compute = [op for op in ops if op.split("::")[-1] not in _ATEN_BOOKKEEPING]
+    return compute[-1] if compute else "unknown operator"
+
+
+def onednn_isa(verbose: str) -> str:
+    """oneDNN's ISA in this process, from its verbose ``isa:`` line (``avx2``, ``avx512_core_vnni``, ...)."""
+    line = next((x for x in verbose.splitlines() if ",isa:" in x), "")
+    return next((short for key, short in _ONEDNN_ISAS if key in line), "unknown isa")
+
+
+def low_precision_kernel(torch, call, name: str, dtype: str) -> tuple[str, str]:
+    """(the library's name, the kernel family) of an int8 or bf16 reference, from one call with oneDNN's
+    verbose output on and the ATen operators it ran.
+
+    oneDNN's ``gemm_api`` (``torch._int_mm``) names no implementation: it is named ``gemm_api:<isa>`` with its
+    data types; an int8 kernel on an ISA without VNNI is marked ``int16-saturating`` (see the module docs);
+    a call that ran no oneDNN primitive is named by its ATen operator (PyTorch's own kernel), and FBGEMM,
+    which has no verbose output, by its instruction set.
+    """
+    with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+        verbose = _capture_stdout(call)
+    isa = onednn_isa(verbose)
+    kernel = onednn_kernel(verbose)
+    if "FBGEMM" in name:
+        fbgemm_isa = os.environ.get("FBGEMM_ENABLE_INSTRUCTIONS", "")
+        kernel = f"quantized::conv2d fbgemm:{fbgemm_isa.lower() or 'native isa'}"
+        saturating = fbgemm_isa in ("AVX2", "AVX512")  # FBGEMM without VNNI: vpmaddubsw
+    elif kernel.startswith("not oneDNN"):
+        with torch.profiler.profile() as profile:
+            call()
+        kernel = f"not oneDNN: {aten_kernel([event.name for event in profile.events()])} (PyTorch's own kernel)"
+        name = name.replace(" oneDNN", "")
+        saturating = False
+    else:
+        if kernel.startswith("gemm_api"):
+            types = re.findall(r"(?:src|wei|dst)_(\w+?)::", verbose)
+            kernel = f"gemm_api:{isa} {''.join(types[:3])}" + kernel[len("gemm_api"):].rstrip()
+        saturating = "vnni" not in isa and "amx" not in isa
+    if dtype == "int8" and saturating:
+        kernel += ", int16-saturating (no VNNI)"
+    return name, kernel
 
 
 def _torch_output(workload: Workload, out) -> Any:

@@ -190,7 +190,7 @@ def dry_run() -> int:
         space = make_space("tiles", workload, target)
         for config in space.sample_many(rng, 2):
             t0 = time.monotonic()
-            kernel = space.cuda_kernel(config)
+            kernel = space.builder().cuda_kernel(config)
             built = compile_cuda(kernel.source, output=kernel.output, gencode=kernel.gencode, flags=kernel.flags)
             print(f"tiles {layer}: {space.describe(config)} -> {kernel.grid[0]} x {kernel.block[0]} threads, "
                   f"{built.resources.get(kernel.entry, {})}, {time.monotonic() - t0:.1f} s")
@@ -198,7 +198,7 @@ def dry_run() -> int:
     print(f"cutlass {CUTLASS_LAYER}: {len(space.configs())} configs, {len(space.tiles)} templates")
     config = space.configs()[0]
     t0 = time.monotonic()
-    kernel = space.cuda_kernel(config)
+    kernel = space.builder().cuda_kernel(config)
     compile_cuda(kernel.source, output=kernel.output, gencode=kernel.gencode, flags=kernel.flags,
                  include_dirs=kernel.include_dirs)
     print(f"cutlass: {space.describe(config)} compiled in {time.monotonic() - t0:.0f} s")

@@ -78,6 +78,7 @@ COMBOS = {
     "microkernel-nhwc-weights": ("random-structured", "microkernel", "NHWC", "weights"),
     "microkernel-nchwc-weights": ("random-structured", "microkernel", "NCHWc", "weights"),
     "metaschedule": ("metaschedule", "tiles", "NCHW", None),
+    "mapping-random": ("random", "mapping", "NCHW", None),
 }
 DEFAULT_COMBOS = "tiles-dgd,tiles-dgd-packed,microkernel-in-kernel,microkernel-nhwc-weights"
 TRIAL_COST_LAYERS = ("Conv2d-ResNet-R5-v0", "Matmul-BERT-M3-v0")
@@ -101,7 +102,7 @@ def _ratio(value: float | None, ref: dict | None, busy: bool) -> str:
 
 def measure_peak(measurer, target, rounds: int = 3) -> float:
     """The fp32 FMA peak of this machine (best of ``rounds``: noise only slows a kernel down)."""
-    from tensorgym.spaces.microkernel.calibration import _peak
+    from tensorgym.calibration import _peak
 
     return max(_peak(measurer, target) for _ in range(rounds))
 
@@ -200,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     from tensorgym.envs import make_env
     from tensorgym.measure import Measurer, TimingProtocol
     from tensorgym.suites import all_suite_workloads
+    from tensorgym.envs.registration import with_layout
     from tensorgym.target import local_cpu
     from tensorgym.text import format_table
     from tensorgym.tuner import ProgressBarCallback
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {"target": target.to_json(), "layers": {}, "settings": vars(args)}
     t_start = time.monotonic()
     if any(COMBOS[c][1] == "microkernel" for c in combos) and not args.no_calibrate:
-        from tensorgym.spaces.microkernel import calibrate
+        from tensorgym.calibration import calibrate
 
         calibrate(progress=args.progress)
     with Database(db_path) as db, Measurer() as measurer:
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                 if (agent, space_name, layout, packing) in done:
                     continue
                 done.add((agent, space_name, layout, packing))
-                wl = base.with_layout(layout) if isinstance(base, Conv2d) else base
+                wl = with_layout(base, layout, target) if isinstance(base, Conv2d) else base
                 options = {"packing": packing} if packing else {}
                 env = make_env(wl, space=space_name, db=db, measurer=measurer, **options)
                 try:

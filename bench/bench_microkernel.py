@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     from tensorgym.database import Database
     from tensorgym.envs import MicrokernelEnv, make_env
     from tensorgym.measure import Measurer
-    from tensorgym.spaces.microkernel import CatalogueMissing, calibrate, load_catalogue
+    from tensorgym.calibration import calibrate
+    from tensorgym.spaces.microkernel import CatalogueMissing, load_catalogue
     from tensorgym.suites import all_suite_workloads
     from tensorgym.text import format_table
     from tensorgym.tuner import ProgressBarCallback

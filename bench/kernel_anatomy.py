@@ -75,7 +75,7 @@ def packing_bytes(wl, layout: str, packing: str, lanes: int) -> tuple[int, int]:
     if packing == "in-kernel":
         moved += 2 * weights
         regions += 1
-    if not ((layout == "NHWC" and wl.F % lanes == 0) or (layout == "NCHWc" and lanes == 16)):
+    if not ((layout == "NHWC" and wl.F % lanes == 0) or (layout == "NCHWc" and lanes == wl.channel_block)):
         moved += 2 * out
         regions += 1
     return moved, regions
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     from tensorgym.spaces.microkernel import Catalogue, MicrokernelSpace
     from tensorgym.spaces.microkernel.catalogue import Microkernel
     from tensorgym.suites import all_suite_workloads
+    from tensorgym.envs.registration import with_layout
     from tensorgym.target import local_cpu
     from tensorgym.text import format_table
 
@@ -113,11 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the convolution reads and writes at least {compulsory / 1e6:.2f} MB per call (inputs once, output once)")
     rows = []
     for layout, packing in VARIANTS:
-        wl = base.with_layout(layout)
+        wl = with_layout(base, layout, target)
         space = MicrokernelSpace(wl, target, catalogue=catalogue, packing=packing)
         variant = config.replace(prepacked=KNOB[packing])
         space.check(variant)
-        executable = tvm.compile(space.apply(variant), target=_tvm_target(target))
+        executable = tvm.compile(space.builder().apply(variant), target=_tvm_target(target))
         module = executable.mod
         asm = (module.imports[0] if module.imports else module).inspect_source("asm")
         mix = hottest_loop(asm)
@@ -138,15 +139,16 @@ def tiles_anatomy(layer: str, config_json: str, layout: str, packing: str | None
     from tensorgym.measure.tasks import _tvm_target
     from tensorgym.spaces import TilesSpace
     from tensorgym.suites import all_suite_workloads
+    from tensorgym.envs.registration import with_layout
     from tensorgym.target import local_cpu
     from tensorgym.workloads import Conv2d
 
     target = local_cpu()
     wl = all_suite_workloads()[layer]
-    wl = wl.with_layout(layout) if isinstance(wl, Conv2d) else wl
+    wl = with_layout(wl, layout, target) if isinstance(wl, Conv2d) else wl
     space = TilesSpace(wl, target, packing=packing)
     config = space.parse(config_json)
-    module = tvm.compile(space.apply(config), target=_tvm_target(target)).mod
+    module = tvm.compile(space.builder().apply(config), target=_tvm_target(target)).mod
     mix = hottest_loop((module.imports[0] if module.imports else module).inspect_source("asm"))
     print(f"{layer} {layout}{f' packing {packing}' if packing else ''}: {space.describe(config)}")
     print(", ".join(f"{k} {v}" for k, v in mix.items()))

@@ -2,9 +2,9 @@
 
 ``gym.make("Conv2d-ResNet18-C4-v0", space="mapping", dtype="int8")`` walks the
 :class:`~tensorgym.spaces.mapping.MappingSpace` of the layer: every state is a
-config (a mapping candidate: an intrinsic such as AMX ``tdpbusd`` or AVX-512
-VNNI ``vpdpbusd`` and the loops fused onto its axes; the tiles of the loops
-left outside it), and every step compiles the tensorized kernel, checks it
+config (a mapping candidate: an intrinsic such as AMX ``tdpbusd``, AVX-512
+VNNI ``vpdpbusd`` or, on an AVX2 CPU, ``vpmaddwd`` and the loops fused onto its
+axes; the tiles of the loops left outside it), and every step compiles the tensorized kernel, checks it
 against NumPy (exactly, for int8), times it and stores the record.
 
 **Actions.** ``Discrete(K + 2 * m)``: action ``k < K`` switches to mapping

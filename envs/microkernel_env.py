@@ -45,10 +45,20 @@ the reuse loop, per loop what is left to tile and how many tile loops it has,
 the λ state, the stack length, the leading spatial loops, and the workload's
 extents on a log scale (so one policy can serve every layer).
 
-**Catalogue.** The env needs this machine's calibrated microkernels; if none
-is stored it raises :class:`~tensorgym.spaces.microkernel.CatalogueMissing`, which
-says to run ``tensorgym microkernels calibrate`` (a measurement of several
-minutes is not something to start silently inside ``gym.make``).
+**Catalogue.** The env needs this machine's calibrated microkernels. The space
+only loads a catalogue; calibrating is a measuring job above it
+(:mod:`tensorgym.calibration`), which the env runs on first use: a machine
+without a stored catalogue gets the quick one (22 microkernels, about 10 s on 2
+cores, with a progress bar and a note that ``tensorgym microkernels calibrate``
+measures the full one, several minutes, which is not something to start silently
+inside ``gym.make``). ``auto_calibrate=False`` raises
+:class:`~tensorgym.spaces.microkernel.CatalogueMissing` instead, which says to run
+``tensorgym microkernels calibrate``.
+
+**Construction without measuring.** :class:`MicrokernelConstruction` holds the
+phases, masks and observations: everything but the measurement at the end.
+The env measures what it builds; the ``rl`` agent builds with the same rules
+and measures through the Tuner's loop.
 """
 
 from __future__ import annotations
@@ -60,11 +70,13 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
+from tensorgym.calibration import stored_or_quick_catalogue
 from tensorgym.config import Config
-from tensorgym.errors import InvalidArgumentError
+from tensorgym.errors import InvalidArgumentError, TensorgymError
 from tensorgym.factors import divisors
 from tensorgym.spaces.microkernel import LAMBDA, MicrokernelSpace, Selection
 from tensorgym.spaces.microkernel.space import log_ratio
+from tensorgym.target import resolve_target
 from tensorgym.workloads import Workload
 
 from .base import TuningEnv, check_reset_options
@@ -74,7 +86,7 @@ UNMEASURED_PEAK_GFLOPS = 1000.0  # reward scale when the catalogue carries no me
 PHASES = ("kernel", "partner", "a", "b", "reuse", "tiles", "parallel")
 MAX_H = 16  # largest microkernel h (the partner segment has one action per h)
 
-# The observation, in order (see :meth:`MicrokernelEnv._observation`): values per part.
+# The observation, in order (see :meth:`MicrokernelConstruction.observe`): values per part.
 OBSERVATION_PARTS = {
     "phase": len(PHASES),  # one-hot
     "kernel": 7,  # vec, w, c, r, s, h, measured fraction of peak
@@ -91,23 +103,22 @@ def observation_size(loops: int) -> int:
     return sum(OBSERVATION_PARTS.values()) + (loops - 1) * OBSERVATION_PARTS["per_loop"]
 
 
-class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
-    """Construct a microkernel-space config step by step; the measured kernel gives the final reward.
+class MicrokernelConstruction:
+    """The microkernel env's construction of one config, with no measuring (see the module docs).
 
-    Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s go to
-    :class:`~tensorgym.spaces.MicrokernelSpace` (``catalogue``, ``threshold``, ``packing``, ``prepacked``,
-    ``cache_dir``).
-    ``backend="replay"`` is not supported: every episode's config is measured.
+    Holds the action layout over a :class:`~tensorgym.spaces.MicrokernelSpace` and the state of one
+    construction: :meth:`begin` starts one, :meth:`action_masks` offers the actions of the current phase,
+    :meth:`take` applies an offered one, and once :attr:`complete` the built :attr:`config` is what an
+    episode measures. The env keeps this state in its own attributes (it subclasses this).
     """
 
     space_name = "microkernel"
 
-    def __init__(self, workload: Workload, **kwargs: Any):
-        if kwargs.get("backend") == "replay":
-            raise InvalidArgumentError("backend='replay' is supported by the tiles env; "
-                             "the microkernel env measures every episode's config")
-        super().__init__(workload, **kwargs)
-        space = self.search_space
+    def __init__(self, space: MicrokernelSpace):
+        self._init_construction(space)
+
+    def _init_construction(self, space: MicrokernelSpace) -> None:
+        self.search_space = space
         self.kernels = sorted({s.kernel for s in space.selections})
         self._kernel_index = {mk: i for i, mk in enumerate(self.kernels)}
         self._by_kernel: dict[Any, list[Selection]] = {}
@@ -130,17 +141,11 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
             offset += sizes[phase]
         self.action_space = spaces.Discrete(offset)
         self.observation_space = spaces.Box(0.0, 1.0, shape=(observation_size(len(space.dims)),), dtype=np.float32)
-        self.reward_scale = space.peak_gflops or UNMEASURED_PEAK_GFLOPS
         self._phase: str | None = None
         self._config: Config | None = None
-        self._steps = 0
-        self._best = None
-        self._last = None
 
-    # -- gymnasium API --------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        check_reset_options(options, ())
+    def begin(self) -> None:
+        """Start a construction (the first phase: pick a microkernel)."""
         space = self.search_space
         self._phase = "kernel"
         self._kernel = None
@@ -152,33 +157,16 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
         self._stack: list[tuple[str, int]] = []
         self._lambda_placed = False
         self._config = None
-        self._steps = 0
-        self._last = None
-        return self._observation(), self._info("building")
 
-    def step(self, action):
-        if self._phase is None:
-            raise ResetNeeded("call reset() before step()")
-        if self._phase == "done":
-            raise ResetNeeded("the episode has ended (the kernel was measured); call reset()")
-        if not self.action_space.contains(action):
-            raise InvalidArgumentError(f"action {action!r} is outside the action space "
-                                       f"Discrete({self.action_space.n}); actions are integers in "
-                                       f"[0, {self.action_space.n - 1}]")
-        action = int(action)
-        self._steps += 1
-        if not self.action_masks()[action]:
-            truncated = self._steps >= self.max_steps
-            return self._observation(), INVALID_ACTION_PENALTY, False, truncated, self._info("masked")
-        choice = action - self.segments[self._phase].start
-        reward, terminated, status = 0.0, False, "building"
-        getattr(self, f"_take_{self._phase}")(choice)
-        if self._phase == "measure":
-            reward, status = self._measure()
-            terminated = True
-            self._phase = "done"
-        truncated = not terminated and self._steps >= self.max_steps
-        return self._observation(), float(reward), terminated, truncated, self._info(status)
+    def take(self, action: int) -> None:
+        """Apply ``action``, an action :meth:`action_masks` offers; the construction is :attr:`complete` once
+        the last phase is taken."""
+        getattr(self, f"_take_{self._phase}")(action - self.segments[self._phase].start)
+
+    @property
+    def complete(self) -> bool:
+        """The config is built (the env measures it next)."""
+        return self._phase == "measure"
 
     def action_masks(self) -> np.ndarray:
         """Boolean mask of the actions valid now (for MaskablePPO); all False once the episode ended."""
@@ -191,11 +179,6 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
         for choice in self._valid_choices():
             mask[segment.start + choice] = True
         return mask
-
-    def render(self) -> str | None:
-        if self.render_mode != "ansi" or self._phase is None:
-            return None
-        return f"{self.workload.label} [{self._phase}] {self._partial_description()}"
 
     # -- phases -------------------------------------------------------------------------------------
     def _valid_choices(self) -> list[int]:
@@ -281,17 +264,9 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
         self._config = space.make_config(self._selection, self._reuse, self._stack, choice)
         self._phase = "measure"
 
-    def _measure(self) -> tuple[float, str]:
-        record = self.evaluator.evaluate([self._config])[0]
-        self._last = record
-        if not record.ok:
-            return FAILED_KERNEL_PENALTY, record.status.value
-        if self._best is None or record.gflops > self._best.gflops:
-            self._best = record
-        return record.gflops / self.reward_scale, "ok"
-
-    # -- observation and info -----------------------------------------------------------------------
-    def _observation(self) -> np.ndarray:
+    # -- observation -----------------------------------------------------------------------
+    def observe(self) -> np.ndarray:
+        """The observation of the construction so far."""
         space = self.search_space
         obs: list[float] = [float(self._phase == p) for p in PHASES]
         mk = self._kernel
@@ -320,6 +295,99 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
         obs += [float(space.op == "conv2d"), float(space.op == "matmul")]
         return np.clip(np.asarray(obs, dtype=np.float32), 0.0, 1.0)
 
+    def _partial_description(self) -> str:
+        parts = []
+        if self._selection is not None:
+            parts.append(self._selection.label)
+        elif self._kernel is not None:
+            parts.append(self._kernel.label)
+        if self._reuse is not None:
+            parts.append(f"reuse {self.reuse_dim}{self._reuse}")
+        if self._stack:
+            parts.append("tiles " + " ".join("λ" if d == LAMBDA else f"{d}{n}" for d, n in self._stack))
+        return " | ".join(parts) or "-"
+
+    @property
+    def config(self) -> Config | None:
+        """The config built in this episode, once complete."""
+        return self._config if self._phase in ("measure", "done") else None
+
+
+class MicrokernelEnv(TuningEnv[MicrokernelSpace], MicrokernelConstruction):
+    """Construct a microkernel-space config step by step; the measured kernel gives the final reward.
+
+    Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s and ``auto_calibrate`` go to
+    :class:`~tensorgym.spaces.MicrokernelSpace` (``catalogue``, ``threshold``, ``packing``, ``prepacked``,
+    ``cache_dir``). Without a ``catalogue``, this machine's stored one is used; with none stored, a quick
+    one is measured first (see the module docs), unless ``auto_calibrate=False``, which raises
+    :class:`~tensorgym.spaces.microkernel.CatalogueMissing` instead.
+    ``backend="replay"`` is not supported: every episode's config is measured.
+    """
+
+    space_name = "microkernel"
+
+    def __init__(self, workload: Workload, *, auto_calibrate: bool = True, **kwargs: Any):
+        if kwargs.get("backend") == "replay":
+            raise InvalidArgumentError("backend='replay' is supported by the tiles env; "
+                             "the microkernel env measures every episode's config")
+        if kwargs.get("evaluator") is None and kwargs.get("catalogue") is None:
+            catalogue = _catalogue_for(workload, kwargs.get("target"), kwargs.get("cache_dir"), auto_calibrate)
+            if catalogue is not None:
+                kwargs["catalogue"] = catalogue
+        super().__init__(workload, **kwargs)
+        self._init_construction(self.search_space)
+        self.reward_scale = self.search_space.peak_gflops or UNMEASURED_PEAK_GFLOPS
+        self._steps = 0
+        self._best = None
+        self._last = None
+
+    # -- gymnasium API --------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        check_reset_options(options, ())
+        self.begin()
+        self._steps = 0
+        self._last = None
+        return self.observe(), self._info("building")
+
+    def step(self, action):
+        if self._phase is None:
+            raise ResetNeeded("call reset() before step()")
+        if self._phase == "done":
+            raise ResetNeeded("the episode has ended (the kernel was measured); call reset()")
+        if not self.action_space.contains(action):
+            raise InvalidArgumentError(f"action {action!r} is outside the action space "
+                                       f"Discrete({self.action_space.n}); actions are integers in "
+                                       f"[0, {self.action_space.n - 1}]")
+        action = int(action)
+        self._steps += 1
+        if not self.action_masks()[action]:
+            truncated = self._steps >= self.max_steps
+            return self.observe(), INVALID_ACTION_PENALTY, False, truncated, self._info("masked")
+        reward, terminated, status = 0.0, False, "building"
+        self.take(action)
+        if self.complete:
+            reward, status = self._measure()
+            terminated = True
+            self._phase = "done"
+        truncated = not terminated and self._steps >= self.max_steps
+        return self.observe(), float(reward), terminated, truncated, self._info(status)
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._phase is None:
+            return None
+        return f"{self.workload.label} [{self._phase}] {self._partial_description()}"
+
+    def _measure(self) -> tuple[float, str]:
+        record = self.evaluator.evaluate([self._config])[0]
+        self._last = record
+        if not record.ok:
+            return FAILED_KERNEL_PENALTY, record.status.value
+        if self._best is None or record.gflops > self._best.gflops:
+            self._best = record
+        return record.gflops / self.reward_scale, "ok"
+
+    # -- info ---------------------------------------------------------------------------------------
     def _info(self, status: str) -> dict[str, Any]:
         info: dict[str, Any] = {
             "status": status,  # building, masked, or the measured kernel's: ok, build_error, ...
@@ -337,19 +405,19 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace]):
                         measurements=self.evaluator.measured, **self.search_space.info(record.config))
         return info
 
-    def _partial_description(self) -> str:
-        parts = []
-        if self._selection is not None:
-            parts.append(self._selection.label)
-        elif self._kernel is not None:
-            parts.append(self._kernel.label)
-        if self._reuse is not None:
-            parts.append(f"reuse {self.reuse_dim}{self._reuse}")
-        if self._stack:
-            parts.append("tiles " + " ".join("λ" if d == LAMBDA else f"{d}{n}" for d, n in self._stack))
-        return " | ".join(parts) or "-"
 
-    @property
-    def config(self) -> Config | None:
-        """The config built in this episode, once complete."""
-        return self._config if self._phase in ("measure", "done") else None
+def _catalogue_for(workload: Workload, target, cache_dir, auto_calibrate: bool):
+    """This machine's catalogue for the env's space: the stored one, or a quick one calibrated now.
+
+    The space loads catalogues and never measures; the env runs the calibration job (the space's
+    first-use step) above it. Nothing is measured for a workload or target the env or the space
+    refuses anyway: None then, and the env's own checks say why.
+    """
+    if not isinstance(workload, Workload):
+        return None
+    try:
+        target = resolve_target(target)
+        MicrokernelSpace.check_problem(workload, target)
+    except (TensorgymError, ValueError, TypeError):
+        return None
+    return stored_or_quick_catalogue(target, cache_dir, auto_calibrate=auto_calibrate)

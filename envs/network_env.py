@@ -8,13 +8,27 @@ its XGBoost cost model by default) runs one round, continuing where it
 stopped (:mod:`tensorgym.rounds`); the database answers configs measured
 before.
 
-**Episode.** ``reset`` starts a new run (:class:`~tensorgym.network_tuning.NetworkTuner`,
-seeded from the env's RNG) and warms up: one round per live task, split over
-all its candidates (Ansor's and GTA's warm-up), so that every task has a
-latency when the agent starts deciding. An episode is truncated after
-``max_steps`` steps or when its trial budget (``budget``, by default what
-the warm-up and ``max_steps`` full rounds need) is spent, and terminates when
-no action is left (every task dead).
+**Session and episodes.** The env tunes in one *session* (a
+:class:`~tensorgym.network_tuning.NetworkTuner`), which its first ``reset``
+starts and warms up: one round per live task, split over all its candidates
+(Ansor's and GTA's warm-up), so that every task has a latency when the agent
+starts deciding. Later resets start the next episode from the tuned state
+(the session goes on: nothing is warmed up or measured again);
+``reset(options={"fresh": True})`` starts a new session, seeded from the
+env's RNG (``reset(seed=...)``), and warms it up. The first session's seed
+is ``session_seed`` (default 0), whatever the reset's seed: every env over
+the same network, space and agent starts the same session, so a database
+that holds one warm-up answers the next one without measuring (the envs of
+``gym.make_vec``, ``check_env``'s copies). A session in which no task is
+left to tune is replaced by a fresh one at the next reset.
+
+An episode is truncated by Gymnasium's ``TimeLimit`` (``gym.make`` adds it:
+the ids' ``max_episode_steps`` is :func:`default_episode_steps`, 4 steps per
+live task), after ``max_steps`` steps when the env is built with it, or when
+its trial budget (``budget``, the warm-up not counted; default: none) is
+spent, and terminates when no action is left (every task dead). Since an
+episode starts where the one before ended, the ids are registered
+``nondeterministic``.
 
 **Actions.** ``Discrete(max_tasks * max_candidates)``: action ``a`` gives
 task ``a // max_candidates``'s candidate ``a % max_candidates`` one round.
@@ -70,9 +84,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
+from gymnasium.wrappers import TimeLimit
 
 from tensorgym.candidate_sampling import probability_sample
+from tensorgym.calibration import stored_or_quick_catalogue
 from tensorgym.catalog import agent_class, make_agent, make_space, space_class
+from tensorgym.checks import integer
 from tensorgym.database import Database, default_path
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.evaluator import Evaluator
@@ -80,9 +97,12 @@ from tensorgym.measure.measurer import Measurer
 from tensorgym.network_result import RoundLog
 from tensorgym.network_tuning import NetworkCallback, NetworkTuner, ReplaySearch, default_measure_per_round
 from tensorgym.networks import Network, resolve_network
-from tensorgym.rounds import SearchFunction
 from tensorgym.spaces.base import Space
+from tensorgym.strategy import SearchStrategy
 from tensorgym.target import Target, resolve_target
+
+from .base import (METADATA, DataSpec, acquire_shared_measurer, check_max_steps, check_reset_options,
+                   refuse_parallel_timing, release_shared_measurer)
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +111,12 @@ TASK_FEATURES = ("live", "share", "progress", "trials", "flops", "weight", "impr
 CANDIDATE_FEATURES = ("alive", "speed", "trials", "selectable")
 IMPROVEMENT_WINDOW = 3  # rounds, Ansor's backward window
 ENV_MEASURE_PER_ROUND = 16  # a quarter of Ansor's round: more decisions per episode
+STEPS_PER_LIVE_TASK = 4  # default episode length, per task the agent can tune
+
+
+def default_episode_steps(network: Network) -> int:
+    """Steps per episode of a network's id (its ``max_episode_steps``): 4 per live task."""
+    return STEPS_PER_LIVE_TASK * max(1, len(network.live_tasks))
 
 
 def unwrap_network_env(env: gym.Env) -> "NetworkEnv":
@@ -111,7 +137,7 @@ def default_agent(space: str) -> str:
         return "random"
 
 
-class NetworkEnv(gym.Env):
+class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
     """Choose which task (and candidate) of a network gets the next round (see the module docs).
 
     Args:
@@ -124,9 +150,10 @@ class NetworkEnv(gym.Env):
         agent: the search inside each (task, candidate) (default: :func:`default_agent`);
             agent_options: its constructor's options (``batch_size`` defaults to the round size).
         measure_per_round: trials per step (default 16).
-        max_steps: steps per episode after the warm-up (default: 4 per live task).
-        budget: trials per episode, warm-up included (default: what the warm-up and
-            ``max_steps`` full rounds need).
+        max_steps: steps after which the env truncates an episode itself (default None: never;
+            ``gym.make`` wraps a ``TimeLimit`` around it instead). :attr:`max_steps` is then ``math.inf``.
+        budget: trials per episode, the warm-up not counted (default None: no limit).
+        session_seed: the seed of the first tuning session (default 0; see the module docs).
         kappa, beta: with ``kappa``, mask the candidates GTA's ``probability_sample``
             (sampling rate ``kappa``, boost ``beta``) drops after each round of a task.
         max_tasks, max_candidates: pad the observation and actions to this size (one policy
@@ -135,7 +162,10 @@ class NetworkEnv(gym.Env):
         space_options: the space's own options.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = dict(METADATA)  # a class's own copy: vector envs and wrappers may edit theirs
+    # Set in __init__ from the network (padded to max_tasks, max_candidates).
+    observation_space: spaces.Box
+    action_space: spaces.Discrete
 
     def __init__(self, network: "str | Path | Network", *, space: str = "tiles", dtype: str | None = None,
                  target: Target | str | None = None, db: Database | str | Path | None = None,
@@ -143,11 +173,16 @@ class NetworkEnv(gym.Env):
                  agent_options: Mapping[str, Any] | None = None, measure_per_round: int = ENV_MEASURE_PER_ROUND,
                  max_steps: int | None = None, budget: int | None = None, kappa: float | None = None,
                  beta: float = 0.2, max_tasks: int | None = None, max_candidates: int | None = None,
-                 render_mode: str | None = None, **space_options: Any):
+                 render_mode: str | None = None, session_seed: int = 0, **space_options: Any):
         if backend not in ("tvm", "replay"):
             raise InvalidArgumentError(f"backend must be 'tvm' or 'replay', got {backend!r}")
         if backend == "replay" and measurer is not None:
             raise InvalidArgumentError("backend='replay' measures nothing: do not pass a measurer")
+        if measurer is not None and not isinstance(measurer, Measurer):
+            raise InvalidTypeError(f"measurer must be a tensorgym Measurer (or None: the target's shared one), "
+                                   f"got {type(measurer).__name__}")
+        refuse_parallel_timing(backend)
+        session_seed = integer("session_seed", session_seed, minimum=0)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise InvalidArgumentError(f"render_mode must be one of {self.metadata['render_modes']} or None, "
                                        f"got {render_mode!r}")
@@ -171,12 +206,16 @@ class NetworkEnv(gym.Env):
         if supported is not None and unsupported:
             raise InvalidArgumentError(f"the {space!r} space schedules {', '.join(supported)}, not "
                                        f"{', '.join(unsupported)}; choose another --space or --dtype")
+        if space == "microkernel" and "catalogue" not in space_options and backend == "tvm":
+            # The microkernel space only loads a catalogue: on first use, measure the quick one (as its env does).
+            space_options["catalogue"] = stored_or_quick_catalogue(self.target, space_options.get("cache_dir"))
         self.spaces: list[Space] = [make_space(space, task.workload, self.target, **space_options)
                                     for task in self.network.tasks]
         self.measure_per_round = measure_per_round
-        n_live = len(self.network.live_tasks)
-        self.max_steps = max_steps if max_steps is not None else 4 * n_live
-        self.budget = budget if budget is not None else measure_per_round * (n_live + self.max_steps)
+        # math.inf, not None, when the env has no limit of its own (gym.make's TimeLimit cuts episodes).
+        self.max_steps: int | float = max_steps if max_steps is not None else math.inf
+        self.budget = budget
+        self.session_seed = session_seed
         self.kappa, self.beta = kappa, float(beta)
         self.render_mode = render_mode
         n_candidates = max(len(s.candidates) for s in self.spaces)
@@ -190,20 +229,24 @@ class NetworkEnv(gym.Env):
         self.action_space = spaces.Discrete(self.max_tasks * self.max_candidates)
         self._owns_db = not isinstance(db, Database)
         self.database = db if isinstance(db, Database) else Database(db if db is not None else default_path())
-        self._owns_measurer = measurer is None
         self._measurer = measurer
-        self._tuner: NetworkTuner | None = None
+        self._shares_measurer = False  # holds a user's count of the shared measurer (released in close)
+        self._tuner: NetworkTuner | None = None  # the session
+        self._sessions = 0
         self._kept: dict[int, list[int]] = {}
         self._warm: list[float | None] = []
         self._steps = 0
+        self._episode_start = 0  # the session's trials when the episode began
         self._last: RoundLog | None = None
 
     # -- the runs (schedulers use this too) ----------------------------------------------------
     @property
     def measurer(self) -> Measurer | None:
-        """The measurer (started on first use; None with the replay backend)."""
+        """The measurer (the given one, or the target's shared one, taken on first use; None with the replay
+        backend)."""
         if self._measurer is None and self.backend == "tvm":
-            self._measurer = Measurer(self.target)
+            self._measurer = acquire_shared_measurer(self.target)
+            self._shares_measurer = True
         return self._measurer
 
     def tuner(self, *, budget: int | None, time_budget: float | None = None, measure_per_round: int | None = None,
@@ -222,30 +265,52 @@ class NetworkEnv(gym.Env):
 
     def _search_for(self, batch_size: int):
         if self.backend == "replay":
-            def replay(task: int, candidate: int) -> SearchFunction:
+            def replay(task: int, candidate: int) -> SearchStrategy:
                 full = self.spaces[task]
                 records = self.database.records(full.workload.key, self.target.fingerprint, full.name)
                 configs = [r.config for r in records if _candidate_of(full, r.config) == candidate]
-                return ReplaySearch(configs, batch_size).search
+                return ReplaySearch(configs, batch_size)
             return replay
 
         options = dict(self.agent_options)
         if "batch_size" not in options and "batch_size" in inspect.signature(agent_class(self.agent_name)).parameters:
             options["batch_size"] = batch_size
 
-        def search(task: int, candidate: int) -> SearchFunction:
-            return make_agent(self.agent_name, **options).search
+        def search(task: int, candidate: int) -> SearchStrategy:
+            return make_agent(self.agent_name, **options)
         return search
 
     # -- gymnasium API -----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode: from the tuned state of the session, or (first reset, ``options={"fresh": True}``,
+        or a session with nothing left to tune) from a new session, warmed up."""
         super().reset(seed=seed)
+        options = check_reset_options(options, ("fresh",))
+        fresh = options.get("fresh", False)
+        if not isinstance(fresh, (bool, np.bool_)):
+            raise InvalidTypeError(f"reset option fresh is True or False, got {type(fresh).__name__} {fresh!r}")
+        started = self._tuner is None or bool(fresh) or not self._tuner.live_tasks
+        if started:
+            # The first session's seed is fixed (a warm database answers its warm-up in every env alike);
+            # a fresh one asked for draws its seed from the env's RNG.
+            self._start_session(self.session_seed if self._tuner is None else int(self.np_random.integers(2**31)))
+        self._episode_start = self._tuner.trials
+        # The session's budget is the episode's: what it has used so far, plus this episode's allowance.
+        self._tuner.budget = None if self.budget is None else self._tuner.trials + self.budget
+        self._steps = 0
+        self._last = None
+        return self._observation(), self._info("warm-up" if started else "resumed")
+
+    def _start_session(self, seed: int) -> None:
+        """A new tuning session, warmed up: one round per live task, over all its candidates."""
         if self._tuner is not None:
             self._tuner.close()
-        run_seed = int(self.np_random.integers(2**31))
-        self._tuner = self.tuner(budget=self.budget, measure_per_round=self.measure_per_round, seed=run_seed,
+        # A round gives each of its k candidates max(1, measure_per_round // k) trials: this covers the warm-up,
+        # which no episode's budget counts.
+        warmup = sum(max(self.measure_per_round, len(self.spaces[i].candidates)) for i in self.network.live_tasks)
+        self._tuner = self.tuner(budget=max(1, warmup), measure_per_round=self.measure_per_round, seed=seed,
                                  label=f"env {self.network.name}")
-        self._steps = 0
+        self._sessions += 1
         self._kept = {}
         for task in self._tuner.live_tasks:
             if self._tuner.exhausted:
@@ -253,8 +318,6 @@ class NetworkEnv(gym.Env):
             entry = self._tuner.run_round(task, warmup=True)
             self._after_round(entry)
         self._warm = [t.latency_s for t in self._tuner.tasks]
-        self._last = None
-        return self._observation(), self._info("warm-up")
 
     def step(self, action):
         if self._tuner is None:
@@ -293,7 +356,8 @@ class NetworkEnv(gym.Env):
         if self.render_mode != "ansi" or self._tuner is None:
             return None
         estimate = self._tuner.estimate()
-        text = (f"{self.network.name} step {self._steps}/{self.max_steps}: network "
+        limit = f"/{self.max_steps}" if math.isfinite(self.max_steps) else ""
+        text = (f"{self.network.name} step {self._steps}{limit}: network "
                 f"{'-' if estimate is None else f'{estimate * 1e3:.3f} ms'} after {self._tuner.trials} trials")
         if self._last is not None:
             state = self._tuner.tasks[self._last.task]
@@ -305,8 +369,9 @@ class NetworkEnv(gym.Env):
         if self._tuner is not None:
             self._tuner.close()
             self._tuner = None
-        if self._owns_measurer and self._measurer is not None:
-            self._measurer.close()
+        if self._shares_measurer:
+            release_shared_measurer(self._measurer)
+            self._shares_measurer = False
             self._measurer = None
         if self._owns_db and self.database is not None:
             self.database.close()
@@ -360,9 +425,11 @@ class NetworkEnv(gym.Env):
     def _info(self, status: str) -> dict[str, Any]:
         tuner = self._tuner
         info: dict[str, Any] = {
-            "status": status,  # of this step: ok, masked, warm-up
+            "status": status,  # of this step: ok, masked; of a reset: warm-up (a new session), resumed
             "estimate_s": tuner.estimate(),
-            "trials": tuner.trials,
+            "trials": tuner.trials,  # of the session
+            "episode_trials": tuner.trials - self._episode_start,
+            "session": self._sessions,  # how many sessions this env has started
             "latencies_s": [t.latency_s for t in tuner.tasks],
             "action_mask": self.action_masks(),
         }
@@ -387,9 +454,22 @@ def _candidate_of(space: Space, config) -> int | None:
         return None
 
 
-def make_network_env(**kwargs: Any) -> NetworkEnv:
-    """Entry point of the network ids: ``network=`` (a name, file or Network), then the env's keywords."""
+def make_network_env(**kwargs: Any) -> gym.Env:
+    """Entry point of the built-in network ids: ``network=`` (a name, file or Network), then the env's keywords.
+
+    For ``gym.make``, which adds the id's ``TimeLimit``: the env has no step limit of its own, and
+    ``max_steps=N`` becomes a ``TimeLimit`` of ``N`` inside the registered one."""
     if "network" not in kwargs:
         raise InvalidArgumentError("tensorgym/Network-v0 needs network= (a Network, a built-in network's name, or a "
                                    "JSON/TOML file of layers and counts)")
-    return NetworkEnv(kwargs.pop("network"), **kwargs)
+    max_steps = check_max_steps(kwargs.pop("max_steps", None))
+    env = NetworkEnv(kwargs.pop("network"), max_steps=None, **kwargs)
+    return env if max_steps is None else TimeLimit(env, max_steps)
+
+
+def make_custom_network_env(**kwargs: Any) -> gym.Env:
+    """Entry point of ``tensorgym/Network-v0``, whose network comes with ``gym.make``: its episode length too,
+    so the ``TimeLimit`` is added here (``max_steps``, default :func:`default_episode_steps`)."""
+    max_steps = check_max_steps(kwargs.pop("max_steps", None))  # refused before anything is built
+    env = make_network_env(**kwargs)
+    return TimeLimit(env, max_steps or default_episode_steps(env.unwrapped.network))

@@ -16,6 +16,15 @@ microkernel-construction env, or ``"mapping"``, the intrinsic-mapping env), ``dt
 ``db=``, ``measurer=``, ``max_steps=``, ``render_mode=``, ``backend=``, and the chosen space's
 own options.
 
+**Episode length.** Every id is registered with ``max_episode_steps`` (64, :data:`~.base.DEFAULT_MAX_STEPS`;
+a network id: 4 steps per live task), so ``gym.make`` wraps the env in Gymnasium's ``TimeLimit``,
+which truncates episodes; the env under it (``env.unwrapped``) has no step limit of its own.
+``gym.make(id, max_episode_steps=N)`` changes the limit (``-1``: none). ``max_steps=N`` is kept: the
+entry point wraps a ``TimeLimit`` of ``N`` around the env, inside the registered one, so episodes end
+after ``min(N, max_episode_steps)`` steps (give ``max_episode_steps`` too for longer ones).
+:func:`make_env` builds an env directly (no ``TimeLimit``): that env truncates itself after
+``max_steps`` steps (64 by default).
+
 :func:`workload_of` answers "which workload is this id (with this shape)?" without
 building an environment.
 """
@@ -29,31 +38,41 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.wrappers import TimeLimit
 
 from tensorgym.catalog import env_class
 from tensorgym.errors import InvalidArgumentError, UnknownNameError
 from tensorgym.networks import NETWORKS
 from tensorgym.suites import all_suite_workloads
-from tensorgym.workloads import Conv2d, Workload, conv2d, matmul
+from tensorgym.target import Target, resolve_target
+from tensorgym.workloads import CHANNEL_BLOCK, Conv2d, Workload, conv2d, matmul
 
-from .base import TuningEnv
+from .base import DEFAULT_MAX_STEPS, TuningEnv, check_max_steps
 
 
 def make_env(workload: Workload, *, space: str = "tiles", dtype: str | None = None, layout: str | None = None,
              **kwargs: Any) -> TuningEnv:
     """The environment over ``workload`` in the named search space: in ``dtype`` if given (``"float32"``,
     ``"int8"``, ``"bf16"``), and for a conv2d laid out in ``layout`` (``"NHWC"`` or ``"NCHWc"``) if given
-    (``gym.make("Conv2d-ResNet-R5-v0", layout="NHWC")``)."""
+    (``gym.make("Conv2d-ResNet-R5-v0", layout="NHWC")``). Built directly, without ``TimeLimit``: it
+    truncates its episodes itself after ``max_steps`` (default 64)."""
     if dtype is not None and dtype != workload.dtype:
         workload = workload.with_dtype(dtype)
-    return env_class(space)(with_layout(workload, layout) if layout else workload, **kwargs)
+    if layout:
+        workload = with_layout(workload, layout, kwargs.get("target"))
+    return env_class(space)(workload, **kwargs)
 
 
-def with_layout(workload: Workload, layout: str) -> Workload:
-    """``workload`` laid out in ``layout`` (conv2d only; see :mod:`tensorgym.workloads`)."""
+def with_layout(workload: Workload, layout: str, target: "str | Target | None" = None) -> Workload:
+    """``workload`` laid out in ``layout`` (conv2d only; see :mod:`tensorgym.workloads`). ``"NCHWc"`` blocks
+    channels by ``target``'s fp32 lanes (nChw16c on AVX-512, nChw8c on AVX2); ``"NCHW8c"`` names its block."""
     if not isinstance(workload, Conv2d):
         raise InvalidArgumentError(f"only conv2d workloads have a layout; {workload.label} is a {workload.op}")
-    return workload.with_layout(layout)
+    block = None
+    if layout == "NCHWc":
+        resolved = resolve_target(target)
+        block = resolved.vector_lanes_fp32 if resolved.kind == "llvm" else CHANNEL_BLOCK
+    return workload.with_layout(layout, block)
 
 
 def conv2d_workload(*, C: int, H: int, F: int, R: int, W: int | None = None, S: int | None = None, N: int = 1,
@@ -79,35 +98,63 @@ def _split_shape(builder, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[
     return {k: v for k, v in kwargs.items() if k in names}, {k: v for k, v in kwargs.items() if k not in names}
 
 
-def make_conv2d_env(**kwargs: Any) -> TuningEnv:
+def time_limited(env: gym.Env, max_steps: Any) -> gym.Env:
+    """``env`` in a ``TimeLimit`` of ``max_steps`` (None: ``env`` as it is).
+
+    What the entry points do with ``max_steps=`` given to ``gym.make``: the env they build has no step
+    limit of its own, and this wrapper (inside the id's registered ``TimeLimit``) ends its episodes;
+    ``env.unwrapped`` is still the env."""
+    max_steps = check_max_steps(max_steps)
+    return env if max_steps is None else TimeLimit(env, max_steps)
+
+
+def make_registered_env(**kwargs: Any) -> gym.Env:
+    """Entry point of the suite ids (``workload=`` in their registered kwargs), for ``gym.make``: the env
+    without a step limit of its own (the id's ``TimeLimit`` cuts episodes), ``max_steps`` as a TimeLimit."""
+    max_steps = check_max_steps(kwargs.pop("max_steps", None))  # refused before anything is built
+    return time_limited(make_env(**kwargs, max_steps=None), max_steps)
+
+
+def make_conv2d_env(**kwargs: Any) -> gym.Env:
     """Entry point of ``tensorgym/Conv2d-v0``: shape keywords, then the env's."""
     shape, rest = _split_shape(conv2d_workload, kwargs)
-    return make_env(workload_of("tensorgym/Conv2d-v0", shape), **rest)
+    return make_registered_env(workload=workload_of("tensorgym/Conv2d-v0", shape), **rest)
 
 
-def make_matmul_env(**kwargs: Any) -> TuningEnv:
+def make_matmul_env(**kwargs: Any) -> gym.Env:
     """Entry point of ``tensorgym/Matmul-v0``: shape keywords, then the env's."""
     shape, rest = _split_shape(matmul_workload, kwargs)
-    return make_env(workload_of("tensorgym/Matmul-v0", shape), **rest)
+    return make_registered_env(workload=workload_of("tensorgym/Matmul-v0", shape), **rest)
 
 
 NETWORK_ID = "tensorgym/Network-v0"  # the network env over a network of your own (network=...)
 
 
 def register_envs() -> None:
+    from .network_env import default_episode_steps
+
     for env_id, workload in all_suite_workloads().items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point="tensorgym.envs.registration:make_env", kwargs={"workload": workload})
+            gym.register(id=env_id, entry_point="tensorgym.envs.registration:make_registered_env",
+                         kwargs={"workload": workload}, max_episode_steps=DEFAULT_MAX_STEPS)
     if "tensorgym/Conv2d-v0" not in gym.registry:
-        gym.register(id="tensorgym/Conv2d-v0", entry_point="tensorgym.envs.registration:make_conv2d_env")
+        gym.register(id="tensorgym/Conv2d-v0", entry_point="tensorgym.envs.registration:make_conv2d_env",
+                     max_episode_steps=DEFAULT_MAX_STEPS)
     if "tensorgym/Matmul-v0" not in gym.registry:
-        gym.register(id="tensorgym/Matmul-v0", entry_point="tensorgym.envs.registration:make_matmul_env")
+        gym.register(id="tensorgym/Matmul-v0", entry_point="tensorgym.envs.registration:make_matmul_env",
+                     max_episode_steps=DEFAULT_MAX_STEPS)
+    # The network env continues its tuning session from one episode to the next (see its docs): an episode's
+    # start depends on the episodes before it, so its ids are nondeterministic (Gymnasium's checker then
+    # does not expect equal observations from two resets with one seed).
     for net in NETWORKS.values():
         if net.env_id not in gym.registry:
             gym.register(id=net.env_id, entry_point="tensorgym.envs.network_env:make_network_env",
-                         kwargs={"network": net.name})
+                         kwargs={"network": net.name}, max_episode_steps=default_episode_steps(net),
+                         nondeterministic=True)
     if NETWORK_ID not in gym.registry:
-        gym.register(id=NETWORK_ID, entry_point="tensorgym.envs.network_env:make_network_env")
+        # Its network, hence its episode length, is known only in gym.make: the entry point adds the TimeLimit.
+        gym.register(id=NETWORK_ID, entry_point="tensorgym.envs.network_env:make_custom_network_env",
+                     nondeterministic=True)
 
 
 def env_ids() -> list[str]:

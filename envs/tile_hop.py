@@ -50,11 +50,19 @@ start only on recorded correct configs that are not dead ends, an explicit
 start config that is one is refused, and an episode that reaches one anyway is
 truncated at once (hops are reversible, so a state reached by a move always
 has the move back; this guards against explicitly given starts).
+
+**Rules without measuring.** :class:`HopRules` holds what the env does that
+needs no measurement: the action and observation layout, the config an action
+leads to, the action mask, the observation of a state (:class:`HopState`) and
+how a measured move changes it. The env measures and delegates the rest to
+it; the ``rl`` agent uses the same rules to propose moves through the
+Tuner's loop, so a policy sees the same observations whoever measures.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,6 +73,7 @@ from tensorgym.config import Config
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.evaluator import NotMeasured
 from tensorgym.record import Record
+from tensorgym.spaces.base import Space
 from tensorgym.spaces.tiles import HopGraph, TilesSpace
 from tensorgym.workloads import Workload
 
@@ -109,26 +118,42 @@ def shape_features(workload: Workload) -> np.ndarray:
     return np.clip(np.array(out, dtype=np.float32), 0.0, 1.0)
 
 
-class TileHopEnv(TuningEnv[TilesSpace]):
-    """Hop through the multi-level tiling space of one workload; rewards are measured speed-ups.
+@dataclass(frozen=True)
+class HopState:
+    """Where a tile-hop episode stands: the current state's record (its config is the state) and the best
+    record of the episode; ``node`` is the state's node in the replay hop graph (-1: no graph)."""
 
-    Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s: ``observation``
-    (``"layer"`` or ``"common"``, see the module docs), then the space's options.
+    record: Record
+    best: Record
+    node: int = -1
+
+    @property
+    def config(self) -> Config:
+        return self.record.config
+
+
+class HopRules:
+    """The tile-hop env's rules over one space, as functions of a :class:`HopState` (no measuring, no episode).
+
+    Args:
+        space: the space the hops walk (a tiles space, or another space of hop coordinates: ``cutlass``).
+        observation: the observation layout, ``"layer"`` or ``"common"`` (see the module docs).
+
+    Attributes:
+        action_space, observation_space: the env's Gymnasium spaces (a policy fits them or not).
+        graph, moves: under replay (:meth:`use_records`), the hop graph of the recorded configs and its table
+            in these rules' actions (``moves[node, action]``: the node reached, -1: none).
     """
 
-    space_name = "tiles"
-    graph_replay = True  # replay walks the precomputed hop graph of the recorded configs (tile hops only)
-
-    def __init__(self, workload: Workload, *, observation: str = "layer", **kwargs: Any):
+    def __init__(self, space: Space, observation: str = "layer"):
         if observation not in OBSERVATIONS:
             raise InvalidArgumentError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+        workload = space.workload
         if observation == "common" and workload.op not in COMMON_OPS:
             raise InvalidArgumentError(f"the common layout knows the operators {COMMON_OPS}, not {workload.op!r}")
-        super().__init__(workload, **kwargs)
-        self._evaluator_given = self._evaluator is not None
-        space = self.search_space
+        self.space = space
+        self.space_name = space.name
         self.observation = observation
-        self.n_coordinates = len(space.coordinates)
         n_features = len(space.feature_names)
         if observation == "common":
             slot_of = {slot: i for i, slot in enumerate(COMMON_SLOTS)}
@@ -141,21 +166,148 @@ class TileHopEnv(TuningEnv[TilesSpace]):
             size = len(COMMON_SLOTS) + n_features + 2 + len(SHAPE_FEATURES)
         else:
             self._encoding_slots = None
-            self._base_action = np.arange(2 * self.n_coordinates, dtype=np.int64)
+            self._base_action = np.arange(2 * len(space.coordinates), dtype=np.int64)
             self._shape = np.zeros(0, dtype=np.float32)
             size = space.encoding_size + n_features + 2
         self._has_base = self._base_action >= 0
         self.action_space = spaces.Discrete(len(self._base_action))
         self.observation_space = spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32)
-        self._config: Config | None = None
-        self._record: Record | None = None
-        self._best: Record | None = None
+        self.graph: HopGraph | None = None
+        self.moves: np.ndarray | None = None
+        self._static: dict[int, np.ndarray] = {}  # replay: the config part of each node's observation
+
+    # -- replay ------------------------------------------------------------------
+    def use_records(self, records: list[Record]) -> HopGraph:
+        """Walk only between these records (replay): the hop graph over them, its table in these rules' actions."""
+        self.graph = HopGraph(self.space, records)
+        table = self.graph.table[:, np.maximum(self._base_action, 0)]
+        self.moves = np.where(self._has_base, table, -1)
+        self._static = {}
+        return self.graph
+
+    # -- states --------------------------------------------------------------------
+    def state(self, record: Record) -> HopState:
+        """An episode's first state, at ``record``'s config (under replay a recorded one)."""
+        return HopState(record, record, self.graph.index[record.config] if self.graph is not None else -1)
+
+    def after(self, state: HopState, tried: Record | None) -> tuple[HopState, float]:
+        """The state after a move whose kernel measured ``tried`` (None: a masked move), and the move's reward:
+        a correct kernel moves the state there; a masked move or a failed kernel leaves it where it was."""
+        if tried is None:
+            return state, INVALID_ACTION_PENALTY
+        if not tried.ok:
+            return state, FAILED_KERNEL_PENALTY
+        reward = math.log2(tried.gflops / state.record.gflops)
+        best = tried if tried.gflops > state.best.gflops else state.best
+        node = self.graph.index[tried.config] if self.graph is not None else -1
+        return HopState(tried, best, node), reward
+
+    def truncated(self, state: HopState, steps: int, max_steps: int) -> bool:
+        """Whether an episode ends after ``steps`` steps at ``state`` (its length, or a replay dead end)."""
+        return steps >= max_steps or (self.graph is not None and not self.graph.movable[state.node])
+
+    # -- moves -------------------------------------------------------------------
+    def move(self, config: Config, action: int) -> Config | None:
+        """The config ``action`` moves ``config`` to (None: it leaves the space)."""
+        base = self._base_action[action]
+        if base < 0:
+            return None
+        coordinate, down = divmod(int(base), 2)
+        return self.space.hop(config, coordinate, -1 if down else 1)
+
+    def legal_moves(self, config: Config) -> np.ndarray:
+        """The actions whose move from ``config`` stays in the space (before replay's filter)."""
+        mask = np.zeros(len(self._base_action), dtype=bool)
+        mask[self._has_base] = self.space.hop_mask(config)[self._base_action[self._has_base]]
+        return mask
+
+    def mask(self, state: HopState) -> np.ndarray:
+        """The allowed actions at ``state``: moves that stay in the space (replay: that reach a record)."""
+        if self.moves is not None:
+            return self.moves[state.node] >= 0
+        return self.legal_moves(state.config)
+
+    def target(self, state: HopState, action: int) -> Config | None:
+        """The config ``action`` moves ``state`` to, if allowed (replay: the recorded one), else None."""
+        if self.moves is not None:
+            node = self.moves[state.node, action]
+            return self.graph.records[node].config if node >= 0 else None
+        return self.move(state.config, action)
+
+    # -- observations ----------------------------------------------------------------
+    def static_observation(self, config: Config) -> np.ndarray:
+        """The config-dependent part of the observation (encoding, features), clipped to [0, 1]."""
+        space = self.space
+        encoding = space.encode(config)
+        if self._encoding_slots is not None:
+            slots = np.zeros(len(COMMON_SLOTS), dtype=np.float32)
+            slots[self._encoding_slots] = encoding
+            encoding = slots
+        return np.clip(np.concatenate([encoding, space.normalised_features(config)]).astype(np.float32), 0.0, 1.0)
+
+    def observe(self, state: HopState) -> np.ndarray:
+        """The observation of ``state``: its config, its throughput and the episode's best."""
+        if self.graph is not None:  # replay revisits few configs often: their static part is cached per node
+            static = self._static.get(state.node)
+            if static is None:
+                static = self._static[state.node] = self.static_observation(state.config)
+        else:
+            static = self.static_observation(state.config)
+        scales = np.array([gflops_scale(state.record.gflops), gflops_scale(state.best.gflops)], dtype=np.float32)
+        return np.concatenate([static, scales, self._shape])
+
+
+class TileHopEnv(TuningEnv[TilesSpace]):
+    """Hop through the multi-level tiling space of one workload; rewards are measured speed-ups.
+
+    Keyword arguments other than :class:`~tensorgym.envs.base.TuningEnv`'s: ``observation``
+    (``"layer"`` or ``"common"``, see the module docs), then the space's options.
+    """
+
+    space_name = "tiles"
+    graph_replay = True  # replay walks the precomputed hop graph of the recorded configs (tile hops only)
+
+    def __init__(self, workload: Workload, *, observation: str = "layer", **kwargs: Any):
+        # HopRules checks these too; checked here first so that a bad argument opens no database.
+        if observation not in OBSERVATIONS:
+            raise InvalidArgumentError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+        if observation == "common" and workload.op not in COMMON_OPS:
+            raise InvalidArgumentError(f"the common layout knows the operators {COMMON_OPS}, not {workload.op!r}")
+        super().__init__(workload, **kwargs)
+        self._evaluator_given = self._evaluator is not None
+        self.rules = HopRules(self.search_space, observation)
+        self.observation = observation
+        self.n_coordinates = len(self.search_space.coordinates)
+        self.action_space = self.rules.action_space
+        self.observation_space = self.rules.observation_space
+        self._state: HopState | None = None
         self._steps = 0
-        # replay: the hop graph over the recorded configs, its table in this env's actions, cached observations
-        self._graph: HopGraph | None = None
-        self._moves: np.ndarray | None = None
-        self._node = -1
-        self._static: dict[int, np.ndarray] = {}
+
+    # The episode's state, as the env's subclasses and tests read it.
+    @property
+    def _config(self) -> Config | None:
+        return self._state.config if self._state is not None else None
+
+    @property
+    def _record(self) -> Record | None:
+        return self._state.record if self._state is not None else None
+
+    @property
+    def _best(self) -> Record | None:
+        return self._state.best if self._state is not None else None
+
+    @property
+    def _node(self) -> int:
+        return self._state.node if self._state is not None else -1
+
+    @property
+    def _graph(self) -> HopGraph | None:
+        """Replay: the hop graph over the recorded configs (built on the first reset)."""
+        return self.rules.graph
+
+    @property
+    def _moves(self) -> np.ndarray | None:
+        return self.rules.moves
 
     # -- gymnasium API ---------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -171,15 +323,13 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         else:
             record = self._random_start()
         if self._graph is not None and self._evaluator_given:
-            record = self.evaluator.evaluate([record.config])[0]  # a given record source (a Tuner's) counts it
-        self._config, self._record, self._best = record.config, record, record
+            record = self.evaluator.evaluate([record.config])[0]  # a given record source counts it
+        self._state = self.rules.state(record)
         self._steps = 0
-        if self._graph is not None:
-            self._node = self._graph.index[record.config]
         return self._observation(), self._info(record, "ok")
 
     def step(self, action):
-        if self._config is None:
+        if self._state is None:
             raise ResetNeeded("call reset() before step()")
         if not self.action_space.contains(action):
             raise InvalidArgumentError(f"action {action!r} is outside the action space "
@@ -187,28 +337,17 @@ class TileHopEnv(TuningEnv[TilesSpace]):
                                        f"[0, {self.action_space.n - 1}]")
         self._steps += 1
         tried = self._replay_move(int(action)) if self._graph is not None else self._measured_move(int(action))
-        if tried is None:
-            reward, status = INVALID_ACTION_PENALTY, "masked"
-        else:
-            status = tried.status.value
-            if tried.ok:
-                reward = math.log2(tried.gflops / self._record.gflops)
-                self._config, self._record = tried.config, tried
-                if self._graph is not None:
-                    self._node = self._graph.index[tried.config]
-                if tried.gflops > self._best.gflops:
-                    self._best = tried
-            else:
-                reward = FAILED_KERNEL_PENALTY
-        truncated = self._steps >= self.max_steps or (self._graph is not None and not self._graph.movable[self._node])
+        self._state, reward = self.rules.after(self._state, tried)
+        status = "masked" if tried is None else tried.status.value
+        truncated = self.rules.truncated(self._state, self._steps, self.max_steps)
         return self._observation(), float(reward), False, truncated, self._info(tried, status)
 
     def action_masks(self) -> np.ndarray:
         """Boolean mask of the actions that stay inside the space (replay: that reach a recorded config)."""
-        if self._config is None:
+        if self._state is None:
             raise ResetNeeded("call reset() before action_masks()")
         if self._moves is not None:
-            return self._moves[self._node] >= 0
+            return self.rules.mask(self._state)
         mask = self._legal_moves()
         if self.backend == "replay":  # an env without the hop graph: moves to recorded configs only
             for action in np.flatnonzero(mask):
@@ -216,27 +355,22 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         return mask
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi" or self._record is None:
+        if self.render_mode != "ansi" or self._state is None:
             return None
         unit = self.workload.throughput_unit
-        return (f"{self.workload.label} step {self._steps}/{self.max_steps}: {self._record.gflops:.1f} {unit} "
+        limit = f"/{self.max_steps}" if self.max_steps != float("inf") else ""
+        return (f"{self.workload.label} step {self._steps}{limit}: {self._record.gflops:.1f} {unit} "
                 f"(best {self._best.gflops:.1f})  {self.search_space.describe(self._config)}")
 
     # -- moves -------------------------------------------------------------------
     def _move(self, action: int) -> Config | None:
         """The config ``action`` moves the state to (None: it leaves the space). Subclasses with other
         actions (the mapping env's candidate switches) override this and :meth:`_legal_moves`."""
-        base = self._base_action[action]
-        if base < 0:
-            return None
-        coordinate, down = divmod(int(base), 2)
-        return self.search_space.hop(self._config, coordinate, -1 if down else 1)
+        return self.rules.move(self._config, action)
 
     def _legal_moves(self) -> np.ndarray:
         """The actions whose move stays in the space (before the replay backend's filter)."""
-        mask = np.zeros(len(self._base_action), dtype=bool)
-        mask[self._has_base] = self.search_space.hop_mask(self._config)[self._base_action[self._has_base]]
-        return mask
+        return self.rules.legal_moves(self._config)
 
     def _measured_move(self, action: int) -> Record | None:
         """The record of the config ``action`` moves to (measured if new; replay without the hop graph: only
@@ -253,17 +387,14 @@ class TileHopEnv(TuningEnv[TilesSpace]):
             return None
         record = self._graph.records[node]
         if self._evaluator_given:
-            record = self.evaluator.evaluate([record.config])[0]  # a given record source (a Tuner's) counts it
+            record = self.evaluator.evaluate([record.config])[0]  # a given record source counts it
         return record
 
     def _replay_graph(self) -> HopGraph:
         """The hop graph over the database's records of this env (built on the first reset)."""
         if self._graph is None:
             space = self.search_space
-            records = self.database.records(self.workload.key, self.target.fingerprint, space.name)
-            self._graph = HopGraph(space, records)
-            table = self._graph.table[:, np.maximum(self._base_action, 0)]
-            self._moves = np.where(self._has_base, table, -1)
+            self.rules.use_records(self.database.records(self.workload.key, self.target.fingerprint, space.name))
         return self._graph
 
     # -- helpers -----------------------------------------------------------------
@@ -303,25 +434,8 @@ class TileHopEnv(TuningEnv[TilesSpace]):
         raise NoWorkingStart(f"{MAX_START_ATTEMPTS} random start configs of {self.workload.label} all failed "
                            f"({', '.join(failures)}); see the records in {self.database.path}")
 
-    def _static_observation(self, config: Config) -> np.ndarray:
-        """The config-dependent part of the observation (encoding, features), clipped to [0, 1]."""
-        space = self.search_space
-        encoding = space.encode(config)
-        if self._encoding_slots is not None:
-            slots = np.zeros(len(COMMON_SLOTS), dtype=np.float32)
-            slots[self._encoding_slots] = encoding
-            encoding = slots
-        return np.clip(np.concatenate([encoding, space.normalised_features(config)]).astype(np.float32), 0.0, 1.0)
-
     def _observation(self) -> np.ndarray:
-        if self._graph is not None:
-            static = self._static.get(self._node)
-            if static is None:
-                static = self._static[self._node] = self._static_observation(self._config)
-        else:
-            static = self._static_observation(self._config)
-        scales = np.array([gflops_scale(self._record.gflops), gflops_scale(self._best.gflops)], dtype=np.float32)
-        return np.concatenate([static, scales, self._shape])
+        return self.rules.observe(self._state)
 
     def _info(self, tried: Record | None, status: str) -> dict[str, Any]:
         return {

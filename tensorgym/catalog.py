@@ -40,7 +40,7 @@ ENVS: dict[str, str] = {
 }
 
 # Agents: name -> class (``Agent.name``).
-AGENTS: dict[str, str] = {
+AGENTS: dict[str, "str | type"] = {
     "random": "tensorgym.agents.random_search:RandomAgent",
     "ga": "tensorgym.agents.ga:GAAgent",
     "dgd": "tensorgym.agents.dgd:DGDAgent",
@@ -82,7 +82,8 @@ def lookup(kind: str, name: str) -> Any:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UnknownNameError(f"unknown {kind if kind != 'env' else 'space'} {name!r}{hint}; {what}s: "
                                f"{', '.join(sorted(registry))}")
-    return load(registry[name])
+    entry = registry[name]
+    return load(entry) if isinstance(entry, str) else entry
 
 
 def space_class(name: str) -> type:
@@ -119,6 +120,24 @@ def make_agent(name: str, **options: Any):
     cls = agent_class(name)
     _check_options(f"agent {name!r}", cls, options)
     return cls(**options)
+
+
+def register_agent(name: str, agent: "type | str") -> None:
+    """List a search strategy of your own as agent ``name``: a class (a
+    :class:`~tensorgym.agents.SearchAgent`) or its ``"module:Class"`` entry. Like ``gymnasium.register``
+    for envs, so that ``make_agent``, ``compare`` and the command line (through ``-m`` or an import) take
+    it beside the bundled agents; a bundled name cannot be taken. Processes that build agents from
+    names (Ray workers) must import the module that registers it, as with Gymnasium's ids."""
+    if not isinstance(name, str) or not name.strip() or "," in name:
+        raise InvalidArgumentError(f"an agent name is a non-empty string without commas, got {name!r}")
+    if not isinstance(agent, (str, type)):
+        raise InvalidArgumentError(f"register a class or a 'module:Class' entry, got {type(agent).__name__}")
+    if name in _BUNDLED_AGENTS:
+        raise InvalidArgumentError(f"{name!r} is a bundled agent; register yours under another name")
+    AGENTS[name] = agent  # a class is kept as it is: a script's classes need not be importable by name
+
+
+_BUNDLED_AGENTS = frozenset(AGENTS)
 
 
 def make_scheduler(name: str, **options: Any):

@@ -20,6 +20,7 @@ import os
 import shutil
 import sqlite3
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,7 +129,77 @@ def database_path(path: Any) -> str:
     return path if path == MEMORY else str(Path(path).expanduser())
 
 
-class Database:
+class Database(ABC):
+    """Where measurement records live: the interface every store implements.
+
+    ``Database(path)`` opens the SQLite store (:class:`SQLiteDatabase`), the embedded default, as
+    ``pathlib.Path`` builds the path class of its system; a Ray node's store
+    (:class:`tensorgym.cluster.records.NodeDatabase`) implements the same interface. Every record is
+    stored before :meth:`commit` returns it.
+    """
+
+    path: str
+    readonly: bool = False
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        return super().__new__(SQLiteDatabase if cls is Database else cls)
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the store (a closed store answers nothing)."""
+
+    @abstractmethod
+    def register(self, workload: Workload, target: Target) -> None:
+        """Remember a workload's and a target's descriptions."""
+
+    @abstractmethod
+    def commit(self, record: Record) -> Record:
+        """Store ``record`` (it replaces a non-final one of the same config) and return it as stored."""
+
+    @abstractmethod
+    def retimed(self, stored: Record, timed: Record) -> Record:
+        """``stored`` with the timing of ``timed`` (a full re-timing of a short-timed kernel), stored."""
+
+    @abstractmethod
+    def get(self, workload: str, target: str, space: str, config: Config) -> Record | None:
+        """The record of one config, or None."""
+
+    @abstractmethod
+    def records(self, workload: str | None = None, target: str | None = None, space: str | None = None,
+                status: Status | None = None) -> list[Record]:
+        """Every record matching the filters, oldest first."""
+
+    @abstractmethod
+    def best(self, workload: str, target: str | None = None, space: str | None = None, k: int = 1) -> list[Record]:
+        """The ``k`` fastest correct records."""
+
+    @abstractmethod
+    def count(self, workload: str | None = None, target: str | None = None, space: str | None = None) -> int:
+        """How many records match the filters."""
+
+    @abstractmethod
+    def workloads(self) -> dict[str, Workload]:
+        """Registered workloads by key."""
+
+    @abstractmethod
+    def targets(self) -> dict[str, Target]:
+        """Registered targets by fingerprint."""
+
+    @abstractmethod
+    def summaries(self) -> Iterator[Summary]:
+        """One summary per (workload, target, space) group."""
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.count()
+
+
+class SQLiteDatabase(Database):
     """A SQLite file of measurement records.
 
     Args:
@@ -147,9 +218,10 @@ class Database:
     directory or file system, no permission).
     """
 
-    def __init__(self, path: str | os.PathLike, *, readonly: bool = False):
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False, durable: bool = True):
         self.path = database_path(path)
         self.readonly = bool(readonly)
+        self.durable = bool(durable)  # False: a scratch copy (no fsync per commit) in front of a durable store
         self._conn: sqlite3.Connection | None = None
         if self.path == MEMORY:
             self._conn = sqlite3.connect(MEMORY, isolation_level=None)
@@ -177,7 +249,7 @@ class Database:
                 if self._kind() == "tensorgym":
                     self._check_version()  # before anything is written: a future version is left as it was
                 self._enable_wal()
-                self._conn.execute("PRAGMA synchronous = FULL")
+                self._conn.execute(f"PRAGMA synchronous = {'FULL' if self.durable else 'OFF'}")
                 self._create_schema()
             except sqlite3.DatabaseError as exc:
                 raise DatabaseError(f"cannot use {path} as a tensorgym database: {exc}"
@@ -295,15 +367,6 @@ class Database:
 
     def close(self) -> None:
         self._conn.close()
-
-    def __enter__(self) -> "Database":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __deepcopy__(self, memo) -> "Database":
-        return self  # an open connection is shared, not cloned (gym.make deep-copies env kwargs)
 
     # -- writing -------------------------------------------------------------
     def register(self, workload: Workload, target: Target) -> None:
@@ -436,9 +499,6 @@ class Database:
             best = self.best(workload, target, space)
             yield Summary(workload, labels.get(workload, workload), target, space, n, n_ok or 0,
                           best[0] if best else None)
-
-    def __len__(self) -> int:
-        return self.count()
 
 
 def _where(**filters: str | None) -> tuple[str, tuple]:

@@ -1,7 +1,16 @@
 """Answer configs with records: from the database if measured before, else by measuring.
 
-The :class:`Evaluator` is the one path from "I want to know how fast this
-config is" to a :class:`Record`, shared by environments and the Tuner API:
+:class:`Evaluator` is the interface of the one path from "I want to know how
+fast this config is" to a :class:`Record`, shared by environments, the Tuner
+and network rounds. Behind it:
+
+* :class:`LiveEvaluator`: the database first, then the measurer (below);
+* :class:`ReplayEvaluator`: recorded configs only; a config the database does
+  not hold raises :class:`NotMeasured`.
+
+``Evaluator(space, database, measurer)`` builds the live one, or the replay one
+when ``measurer`` is None (as ``pathlib.Path`` builds the path class of its
+system). The live evaluator:
 
 * a config already in the database (this run, an earlier run, or another
   process) is answered from it and never measured again;
@@ -32,7 +41,9 @@ committed, and running the same search again resumes from them.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 from .database import Database
 from .errors import TensorgymError
@@ -46,7 +57,44 @@ class NotMeasured(TensorgymError, LookupError):
     """A replaying evaluator was asked for a config its database does not hold."""
 
 
-class Evaluator:
+class Evaluator(ABC):
+    """Records for the configs of one space (see the module docs).
+
+    Attributes:
+        space: the space whose configs it answers.
+        database: where its records are stored (None: kept elsewhere, e.g. in memory).
+        measured, reused: configs measured by it, and answered from what was stored.
+    """
+
+    space: Space
+    database: Database | None
+    measured: int = 0
+    reused: int = 0
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        if cls is Evaluator:  # the constructor of the interface picks the implementation
+            measurer = kwargs.get("measurer", args[2] if len(args) > 2 else None)
+            cls = LiveEvaluator if measurer is not None else ReplayEvaluator
+        return super().__new__(cls)
+
+    @abstractmethod
+    def lookup(self, config: Config) -> Record | None:
+        """The stored final record of ``config``, or None."""
+
+    @abstractmethod
+    def evaluate(self, configs: Sequence[Config]) -> list[Record]:
+        """One record per config, in order."""
+
+    def incumbent_s(self) -> float | None:
+        """The fastest latency known for the workload (None: none, or not known)."""
+        return None
+
+    def time_in_full(self, record: Record) -> Record:
+        """``record`` timed again by the full protocol where this evaluator can time (else unchanged)."""
+        return record
+
+
+class LiveEvaluator(Evaluator):
     """Records for the configs of one space, backed by a database and a measurer (``None``: replay)."""
 
     def __init__(self, space: Space, database: Database, measurer: Measurer | None):
@@ -118,3 +166,13 @@ class Evaluator:
         stored = self.database.retimed(record, timed)
         self._cache[stored.config] = stored
         return stored
+
+
+class ReplayEvaluator(LiveEvaluator):
+    """Records of the configs a database holds; any other config raises :class:`NotMeasured`. It compiles and
+    times nothing (no measurer), and a short-timed record stays as it is."""
+
+    def __init__(self, space: Space, database: Database, measurer: None = None):
+        if measurer is not None:
+            raise TypeError("a replay evaluator measures nothing: build a LiveEvaluator to measure")
+        super().__init__(space, database, None)

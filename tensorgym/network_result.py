@@ -13,9 +13,24 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+_Trial = TypeVar("_Trial")
+
+
+def last_within(timeline: Sequence[_Trial], trials: int | None = None, seconds: float | None = None) -> _Trial | None:
+    """The last trial of a run's timeline within its first ``trials`` trials and/or ``seconds`` of tuning clock
+    (None: none was). What a layer run's best-so-far and a network run's estimate "after N trials or T seconds"
+    both read; a timeline is any list of trials with ``index`` and ``elapsed_s``, in order."""
+    last = None
+    for trial in timeline:
+        if (trials is not None and trial.index > trials) or (seconds is not None and trial.elapsed_s > seconds):
+            break
+        last = trial
+    return last
 
 
 @dataclass(frozen=True)
@@ -118,12 +133,8 @@ class NetworkResult:
 
     def estimate_at(self, trials: int | None = None, seconds: float | None = None) -> float | None:
         """The estimated network latency after the first ``trials`` trials and/or ``seconds`` of tuning clock."""
-        estimate = None
-        for trial in self.trials:
-            if (trials is not None and trial.index > trials) or (seconds is not None and trial.elapsed_s > seconds):
-                break
-            estimate = trial.estimate_s
-        return estimate
+        trial = last_within(self.trials, trials, seconds)
+        return None if trial is None else trial.estimate_s
 
     def trials_to_reach(self, latency_s: float) -> int | None:
         """The first trial after which the estimate is at most ``latency_s`` (None: never)."""

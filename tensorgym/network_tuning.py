@@ -12,8 +12,8 @@ one, ``"all"``, in the spaces without candidates), and it runs *rounds*:
   goes to its own :class:`~tensorgym.rounds.SearchSession`, so the search
   inside each (task, candidate) continues across rounds without restarting
   (population, cost model and history persist);
-* the search of a (task, candidate) is built once, by ``search_for`` (an
-  agent's ``search``: the GA by default), over the candidate's restricted
+* the search of a (task, candidate) is built once, by ``search_for`` (a
+  :class:`~tensorgym.strategy.SearchStrategy`: the GA by default), over the candidate's restricted
   space (``Space.restricted``), with a seed derived from the run's seed, the
   workload and the candidate: the same pair searches the same way under
   every scheduler, so schedulers sharing a database share its measurements;
@@ -55,9 +55,10 @@ from .evaluator import Evaluator
 from .network_result import NetworkResult, NetworkTrial, RoundLog, TaskResult
 from .networks import Network, NetworkTask
 from .record import Record
-from .rounds import SearchFunction, SearchSession
+from .rounds import SearchSession
+from .strategy import GeneratorStrategy, Search, SearchHistory, SearchStrategy
 from .spaces.base import Space, SpaceError
-from .tuner import Trial, TuningCallback, check_budget
+from .tuner import ProgressBarCallback, Trial, TuningCallback, as_callback, check_budget
 
 log = logging.getLogger(__name__)
 
@@ -67,74 +68,27 @@ TIME_CHECK_CHUNK = 8  # with a time budget, trials measured between looks at the
 
 
 # -- callbacks -------------------------------------------------------------------------------------
-class NetworkCallback:
-    """Hooks a network run calls as it goes (the shape of :class:`~tensorgym.tuner.TuningCallback`)."""
-
-    def on_start(self, label: str, budget: int | None) -> None:
-        """The run starts."""
-
-    def on_trial(self, trial: NetworkTrial) -> None:
-        """A trial's result is known (``trial.estimate_s`` is the estimate after it)."""
-
-    def on_round(self, log_entry: RoundLog) -> None:
-        """A round has ended."""
-
-    def on_end(self) -> None:
-        """The run has ended."""
+class NetworkCallback(TuningCallback):
+    """Hooks a network run calls as it goes: the :class:`~tensorgym.tuner.TuningCallback` hooks, whose
+    ``on_trial`` gets a :class:`NetworkTrial` (``trial.estimate_s``: the estimate after it), and
+    ``on_round``, called with a :class:`RoundLog` after each round. A list of them is a
+    :class:`~tensorgym.tuner.CallbackList`."""
 
 
-class NetworkCallbackList(NetworkCallback):
-    """Several callbacks, called in order."""
-
-    def __init__(self, callbacks: Sequence[NetworkCallback]):
-        self.callbacks = list(callbacks)
-
-    def on_start(self, label: str, budget: int | None) -> None:
-        for callback in self.callbacks:
-            callback.on_start(label, budget)
-
-    def on_trial(self, trial: NetworkTrial) -> None:
-        for callback in self.callbacks:
-            callback.on_trial(trial)
-
-    def on_round(self, log_entry: RoundLog) -> None:
-        for callback in self.callbacks:
-            callback.on_round(log_entry)
-
-    def on_end(self) -> None:
-        for callback in self.callbacks:
-            callback.on_end()
+def _network_estimate(trial: NetworkTrial) -> str:
+    return "network " + ("-" if trial.estimate_s is None else f"{trial.estimate_s * 1e3:.3f} ms")
 
 
-class NetworkProgressBar(NetworkCallback):
+class NetworkProgressBar(ProgressBarCallback, NetworkCallback):
     """A tqdm bar over the trial budget, with the estimated network latency."""
 
     def __init__(self) -> None:
-        self._bar = None
-
-    def on_start(self, label: str, budget: int | None) -> None:
-        from tqdm.auto import tqdm
-
-        self._bar = tqdm(total=budget, desc=label, unit="trial", dynamic_ncols=True, leave=True)
-
-    def on_trial(self, trial: NetworkTrial) -> None:
-        if self._bar is not None:
-            self._bar.update(1)
-            estimate = "-" if trial.estimate_s is None else f"{trial.estimate_s * 1e3:.3f} ms"
-            self._bar.set_postfix_str(f"network {estimate}", refresh=False)
-
-    def on_end(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
+        super().__init__(_network_estimate)
 
 
-def as_network_callback(callback: "NetworkCallback | Sequence[NetworkCallback] | None") -> NetworkCallback:
-    if callback is None:
-        return NetworkCallback()
-    if isinstance(callback, NetworkCallback):
-        return callback
-    return NetworkCallbackList(callback)
+def as_network_callback(callback: "NetworkCallback | Sequence[NetworkCallback] | None") -> TuningCallback:
+    """One callback from None, a :class:`NetworkCallback`, or a list of them."""
+    return as_callback(callback, NetworkCallback)
 
 
 # -- state -----------------------------------------------------------------------------------------
@@ -240,7 +194,7 @@ class NetworkTuner:
         network: the tasks and their weights.
         spaces: the search space of each task, in the network's order.
         evaluator_for: the evaluator of a space (a candidate's restricted space).
-        search_for: ``(task, candidate) -> search(tuner, rng, seed)``, the search inside a pair.
+        search_for: ``(task, candidate) -> SearchStrategy``, a fresh strategy for the search inside a pair.
         budget: trials over the whole network (None: only ``time_budget`` ends the run).
         time_budget: seconds of the network's tuning clock (None: only ``budget``).
         measure_per_round: trials per round (default: Ansor's ``min(64, budget // live tasks)``).
@@ -251,7 +205,7 @@ class NetworkTuner:
     """
 
     def __init__(self, network: Network, spaces: Sequence[Space], evaluator_for: Callable[[Space], Evaluator],
-                 search_for: Callable[[int, int], SearchFunction], *, budget: int | None = None,
+                 search_for: Callable[[int, int], SearchStrategy], *, budget: int | None = None,
                  time_budget: float | None = None, measure_per_round: int | None = None, seed: int = 0,
                  callback: NetworkCallback | Sequence[NetworkCallback] | None = None, label: str = "",
                  agent: str = ""):
@@ -412,7 +366,7 @@ class NetworkTuner:
 
     # -- the end -------------------------------------------------------------------------------
     def close(self) -> None:
-        """End every search session (their threads stop); the state stays readable."""
+        """End every search session; the state stays readable."""
         if self._closed:
             return
         self._closed = True
@@ -451,19 +405,17 @@ class NetworkTuner:
             wall_s=time.monotonic() - self._start, extra=dict(extra))
 
 
-class ReplaySearch:
-    """A search that replays recorded configs, in the order they were first measured (the replay backend's).
+class ReplaySearch(GeneratorStrategy):
+    """A strategy that replays recorded configs, in the order they were first measured (the replay backend's):
+    batches of ``batch_size`` (answered from the database) until they are used up."""
 
-    Each call of ``search`` measures ``configs`` in batches of ``batch_size``
-    through the tuner (answered from the database) and returns when they are
-    used up.
-    """
+    name = "replay"
 
     def __init__(self, configs: Sequence[Config], batch_size: int):
         self.configs = list(configs)
         self.batch_size = max(1, int(batch_size))
 
-    def search(self, tuner, rng, seed: int) -> dict[str, Any]:
+    def search(self, history: SearchHistory, rng) -> Search:
         for i in range(0, len(self.configs), self.batch_size):
-            tuner.measure(self.configs[i:i + self.batch_size])
+            yield self.configs[i:i + self.batch_size]
         return {"replayed": len(self.configs)}

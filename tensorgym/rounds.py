@@ -1,73 +1,55 @@
-"""Search in rounds: an agent's search that goes on where it stopped each time it is given more trials.
+"""Search in rounds: a search strategy that goes on where it stopped each time it is given more trials.
 
 A task scheduler tunes many (task, candidate) pairs under one budget and
 gives them measurements a *round* at a time (Ansor: 64 trials). The search
 inside each pair must continue across rounds without restarting: its
-population, cost model and history persist. A :class:`SearchSession` does
-this for any search written against the :class:`~tensorgym.tuner.Tuner`
-API, unchanged (``search(tuner, rng, seed)`` of every
-:class:`~tensorgym.agents.SearchAgent`):
+population, cost model and history persist. A :class:`SearchSession` holds
+one :class:`~tensorgym.strategy.SearchStrategy` between rounds and drives it
+with the same ask / measure / tell loop as :meth:`tensorgym.tuner.Tuner.run`:
 
-* the search runs in a background thread over a :class:`RoundTuner`, a Tuner
-  without a budget of its own;
-* when the search calls :meth:`RoundTuner.measure`, it hands the configs to
-  the thread that owns the session and waits; that thread (the scheduler's,
-  in :meth:`SearchSession.run_round`) measures them through the evaluator,
-  up to the round's allowance, and hands control back;
-* once the allowance is used up, :meth:`~SearchSession.run_round` returns and
-  the search stays blocked inside ``measure`` until the next round is granted
-  (a batch may span rounds: the rest of it is measured first next time);
-* exactly one thread runs at any moment (the search computes only while the
-  caller waits), so a session is as deterministic as the search itself, no
-  search computes while a kernel is timed, and every measurement, database
-  write and callback happens in the caller's thread;
-* :meth:`~SearchSession.close` ends the search: the blocked ``measure`` raises
-  :class:`SessionClosed`, which unwinds the search in its thread.
+* :meth:`SearchSession.run_round` measures, through the evaluator, the
+  configs the strategy asked for, up to the round's allowance, and tells the
+  strategy each batch's records once the whole batch is measured;
+* a batch may span rounds: what the allowance left unmeasured is measured
+  first in the next round, and the strategy is told then, so that a search
+  in rounds makes exactly the trials of one uninterrupted run of its seed;
+* nothing runs between rounds (a strategy computes only inside ``ask`` and
+  ``tell``), so no search computes while a kernel is timed, and every
+  measurement, database write and callback happens in the caller's thread;
+* :meth:`~SearchSession.close` ends the run (``strategy.close()``).
 
-The search sees an unlimited budget (``tuner.exhausted`` turns true only when
-the session is closed), so it keeps proposing until the scheduler stops
-granting rounds. A search that returns on its own (its space ran dry) has
-*finished*; a scheduler treats the pair as dead.
+The strategy is never told of a budget (``ask`` gets no limit), so it keeps
+proposing until the scheduler stops granting rounds. A strategy that
+proposes nothing more has *finished*; a scheduler treats the pair as dead.
 
 The session's tuning clock (``tuner.elapsed``) counts only the time of its
-own rounds: the search's computing and its measurements, as in a Tuner.
+own rounds: the strategy's computing and its measurements, as in a Tuner.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from .config import Config
 from .errors import InvalidArgumentError
 from .evaluator import Evaluator
-from .record import Record
+from .strategy import SearchStrategy
 from .tuner import Tuner, TuningCallback
 
 log = logging.getLogger(__name__)
 
-SearchFunction = Callable[[Tuner, np.random.Generator, int], "dict[str, Any] | None"]
-
-
-class SessionClosed(BaseException):
-    """Raised inside a search's thread when its session is closed, to unwind the search.
-
-    A ``BaseException`` (like ``GeneratorExit``), so that a search's ``except Exception`` does not catch it.
-    """
+# A strategy that keeps asking for configs its run measured already (answered free) without ever
+# proposing a new one would spin a round forever; after this many such batches in a row it is finished.
+MAX_STALE_BATCHES = 100
 
 
 class RoundTuner(Tuner):
-    """The Tuner a search sees inside a :class:`SearchSession` (see the module docs).
-
-    It has no budget of its own: the session grants trials round by round, and
-    :meth:`measure` blocks while no round is running. ``exhausted`` is true once
-    the session is closed.
-    """
+    """The Tuner of a :class:`SearchSession`: no budget of its own (the session grants trials round by round),
+    and a clock that runs only during the session's rounds."""
 
     def __init__(self, evaluator: Evaluator, session: "SearchSession",
                  callback: TuningCallback | Sequence[TuningCallback] | None = None, label: str = ""):
@@ -94,54 +76,46 @@ class RoundTuner(Tuner):
         """Seconds charged for this session's trials (replayed ones at what they cost when measured)."""
         return self._charged
 
-    def measure(self, configs: Sequence[Config]) -> list[Record]:
-        """Records for ``configs``, in order (repeats once); blocks until the rounds granted have measured them all.
-
-        Raises :class:`SessionClosed` if the session is closed meanwhile.
-        """
-        order = list(dict.fromkeys(configs))
-        fresh = [c for c in order if c not in self._seen]
-        if fresh:
-            self._session.submit(fresh)
-        return [self._seen[c] for c in order if c in self._seen]
-
 
 class SearchSession:
-    """One search, run round by round (see the module docs).
+    """One search strategy, run round by round (see the module docs).
 
     Args:
-        search: the search, e.g. an agent's bound ``search`` method (``search(tuner, rng, seed)``).
+        strategy: the strategy (a fresh one: the session starts it; e.g. ``make_agent("ga")``).
         evaluator: where its records come from.
-        seed: the seed of the search's ``rng``.
-        callback: sees every trial of the session (called in the caller's thread).
+        seed: the seed of the strategy's ``rng``.
+        callback: sees every trial of the session.
         label: names the session in logs and callbacks.
     """
 
-    def __init__(self, search: SearchFunction, evaluator: Evaluator, *, seed: int = 0,
+    def __init__(self, strategy: SearchStrategy, evaluator: Evaluator, *, seed: int = 0,
                  callback: TuningCallback | Sequence[TuningCallback] | None = None, label: str = ""):
-        self._search = search
+        if not isinstance(strategy, SearchStrategy):
+            raise InvalidArgumentError(f"a search session drives a SearchStrategy, got {type(strategy).__name__}")
+        self.strategy = strategy
         self.seed = int(seed)
         self.label = label
-        self._cond = threading.Condition()
-        self._turn = "caller"  # who runs: "caller" (run_round's thread) or "search"
-        self._pending: list[Config] | None = None  # what the search asked for and is not measured yet
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
         self.closed = False
-        self.finished = False  # the search returned (or failed): it will ask for nothing more
-        self.extra: dict[str, Any] | None = None  # what the search returned
+        self.finished = False  # the strategy proposes nothing more
         self.active_s = 0.0  # wall seconds of this session's rounds
         self.rounds = 0
         self.tuner = RoundTuner(evaluator, self, callback=callback, label=label)
+        self._started = False
+        self._batch: list[Config] = []  # the batch asked for last
+        self._pending: list[Config] = []  # the part of it not measured yet
+        self._stale = 0
 
-    # -- the caller's side ---------------------------------------------------------------------
+    @property
+    def extra(self) -> dict:
+        """The strategy's summary of its run so far."""
+        return self.strategy.summary() if self._started else {}
+
     def run_round(self, trials: int, *, stop: Callable[[], bool] | None = None, chunk: int | None = None) -> int:
-        """Let the search make up to ``trials`` more trials; returns how many it made.
+        """Let the strategy make up to ``trials`` more trials; returns how many it made.
 
-        Fewer than ``trials`` when the search finished (see :attr:`finished`) or
+        Fewer than ``trials`` when the strategy finished (see :attr:`finished`) or
         ``stop()`` turned true (checked between evaluator calls of at most
-        ``chunk`` configs: pass a chunk to stop promptly on a clock). Errors of
-        the search are raised here.
+        ``chunk`` configs: pass a chunk to stop promptly on a clock).
         """
         if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
             raise InvalidArgumentError(f"a round has at least one trial, got {trials!r}")
@@ -152,92 +126,56 @@ class SearchSession:
         started = time.monotonic()
         used = 0
         try:
-            if self.finished:
-                return 0
-            if self._thread is None:
-                self._start()
-            elif self._pending is None:
-                self._hand_over()  # the last round completed the search's request: let it go on
-            while self._pending and not (stop is not None and stop()):
-                room = trials - used
-                if room <= 0:
+            if not self._started:
+                self._started = True
+                self.strategy.start(self.tuner.space, np.random.default_rng(self.seed), self.seed,
+                                    self.tuner.evaluator.database)
+            while not self.finished and used < trials and not (stop is not None and stop()):
+                if not self._pending and not self._next_batch():
                     break
-                batch = self._pending[:room if chunk is None else min(room, chunk)]
-                self.tuner._measure_new(batch)  # noqa: SLF001 - the Tuner's own bookkeeping, in this thread
-                used += len(batch)
-                self._pending = self._pending[len(batch):] or None
-                if self._pending is None:
-                    if used >= trials or (stop is not None and stop()):
-                        break  # hold the search until the next round
-                    self._hand_over()
+                room = trials - used
+                part = self._pending[:room if chunk is None else min(room, chunk)]
+                self.tuner._measure_new(part)  # noqa: SLF001 - the Tuner's own bookkeeping
+                used += len(part)
+                self._pending = self._pending[len(part):]
+                if not self._pending:
+                    self._tell()
             return used
         finally:
             self.active_s += time.monotonic() - started
             self.rounds += 1
 
-    def close(self, timeout: float = 60.0) -> None:
-        """End the search (its blocked ``measure`` raises :class:`SessionClosed`) and wait for its thread."""
-        with self._cond:
-            if self.closed:
-                return
-            self.closed = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                log.warning("search session %s did not stop within %.0f s; leaving its thread behind",
-                            self.label, timeout)
-
-    def _start(self) -> None:
-        self._thread = threading.Thread(target=self._main, name=f"search {self.label}", daemon=True)
-        with self._cond:
-            self._turn = "search"
-            self._thread.start()
-            self._wait_for("caller")
-        self._raise_error()
-
-    def _hand_over(self) -> None:
-        with self._cond:
-            self._turn = "search"
-            self._cond.notify_all()
-            self._wait_for("caller")
-        self._raise_error()
-
-    def _wait_for(self, turn: str) -> None:
-        while self._turn != turn:
-            self._cond.wait()
-
-    def _raise_error(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-    # -- the search's side (its thread) ------------------------------------------------------------
-    def submit(self, configs: list[Config]) -> None:
-        """Called by the search's :class:`RoundTuner`: ask for ``configs`` and wait until they are measured."""
-        with self._cond:
-            if self.closed:
-                raise SessionClosed
-            self._pending = list(configs)
-            self._turn = "caller"
-            self._cond.notify_all()
-            while self._turn != "search" and not self.closed:
-                self._cond.wait()
-            if self.closed:
-                raise SessionClosed
-
-    def _main(self) -> None:
-        with self._cond:
-            self._wait_for("search")
-        try:
-            self.extra = self._search(self.tuner, np.random.default_rng(self.seed), self.seed) or {}
-        except SessionClosed:
-            pass
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, which raises it
-            self._error = exc
-        finally:
-            with self._cond:
+    def _next_batch(self) -> bool:
+        """Ask the strategy for its next batch (its new configs become pending); False when it is finished."""
+        while True:
+            batch = self.strategy.ask(None)
+            if not batch:
                 self.finished = True
-                self._pending = None
-                self._turn = "caller"
-                self._cond.notify_all()
+                return False
+            self._batch = list(dict.fromkeys(self.tuner.space.parse(c) for c in batch))
+            self._pending = [c for c in self._batch if self.tuner.seen(c) is None]
+            if self._pending:
+                self._stale = 0
+                return True
+            self._tell()  # every config was measured before in this run: answered free
+            self._stale += 1
+            if self._stale >= MAX_STALE_BATCHES:
+                log.info("search session %s: the strategy proposes only configs it measured; finished", self.label)
+                self.finished = True
+                return False
+
+    def _tell(self) -> None:
+        records = [self.tuner.seen(c) for c in self._batch]
+        records = [r for r in records if r is not None]
+        self.strategy.history.add(records)
+        self.strategy.tell(records)
+
+    def close(self) -> None:
+        """End the run: the strategy is closed (it books what it was told and proposes nothing more)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._started:
+            if self._pending:  # a batch cut by the last round: the strategy books the part measured
+                self._tell()
+            self.strategy.close()

@@ -53,6 +53,64 @@ _LLVM_FEATURES = {
 
 
 CUDA_DEVICE_ENV = "TENSORGYM_CUDA_DEVICE"
+# A CPU profile name (``x86-64-v3``, ``znver3``, ...): the local CPU restricted to that profile's ISA.
+CPU_ENV = "TENSORGYM_CPU"
+
+_SSE = ("sse4_2",)
+_X86_64_V3 = _SSE + ("avx", "avx2", "fma")
+_X86_64_V4 = _X86_64_V3 + ("avx512f", "avx512bw", "avx512dq", "avx512vl")
+
+
+@dataclass(frozen=True)
+class CpuProfile:
+    """A CPU as LLVM and tuning see it, for targets of CPUs that need not be here.
+
+    ``flags`` are /proc/cpuinfo names (what :attr:`Target.cpu_flags` holds). ``mcpu`` is LLVM's CPU
+    name, ``mtriple`` the architecture (empty: x86-64, the host's). Cache sizes are per core (L1d,
+    L2) and per socket (L3), from the vendors' data sheets; they steer pruning rules, not code.
+    """
+
+    name: str
+    mcpu: str
+    flags: tuple[str, ...]
+    l1d_bytes: int = 32 << 10
+    l2_bytes: int = 1 << 20
+    l3_bytes: int = 32 << 20
+    mtriple: str = ""
+    description: str = ""
+
+
+# The generic ISA levels a host can be restricted to, and the CPUs of the compile-only matrix.
+CPU_PROFILES: dict[str, CpuProfile] = {p.name: p for p in (
+    CpuProfile("x86-64-v3", "x86-64-v3", _X86_64_V3, description="any x86-64 CPU with AVX2 and FMA"),
+    CpuProfile("x86-64-v4", "x86-64-v4", _X86_64_V4, description="AVX-512 F/BW/DQ/VL"),
+    CpuProfile("haswell", "haswell", _X86_64_V3, 32 << 10, 256 << 10, 8 << 20, description="Intel Haswell (AVX2)"),
+    CpuProfile("znver3", "znver3", _X86_64_V3, 32 << 10, 512 << 10, 32 << 20, description="AMD Zen 3 (AVX2)"),
+    CpuProfile("skylake-avx512", "skylake-avx512", _X86_64_V4, 32 << 10, 1 << 20, 32 << 20,
+               description="Intel Skylake-X (AVX-512)"),
+    CpuProfile("cascadelake", "cascadelake", _X86_64_V4 + ("avx512_vnni",), 32 << 10, 1 << 20, 32 << 20,
+               description="Intel Cascade Lake (AVX-512 + VNNI)"),
+    CpuProfile("znver4", "znver4", _X86_64_V4 + ("avx512_vnni", "avx512_bf16"), 32 << 10, 1 << 20, 32 << 20,
+               description="AMD Zen 4 (AVX-512 + VNNI + BF16)"),
+    CpuProfile("sapphirerapids", "sapphirerapids",
+               _X86_64_V4 + ("avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8",
+                             "amx_bf16"), 48 << 10, 2 << 20, 105 << 20,
+               description="Intel Sapphire Rapids (AVX-512 + VNNI + BF16 + AMX)"),
+    CpuProfile("neoverse-n1", "neoverse-n1", ("neon", "asimd"), 64 << 10, 1 << 20, 32 << 20,
+               mtriple="aarch64-linux-gnu", description="Arm Neoverse N1 (aarch64, NEON); compile-only"),
+)}
+# Profiles a local x86-64 CPU can act as (the others are other architectures, compile-only).
+RUNNABLE_PROFILES = tuple(name for name, profile in CPU_PROFILES.items() if not profile.mtriple)
+# What the vendor libraries are told when the local CPU is restricted to a profile without AVX-512
+# (``ONEDNN_MAX_CPU_ISA``, ``MKL_ENABLE_INSTRUCTIONS``, OpenBLAS's kernel family), so that vendors
+# and kernels run the same instructions.
+_VENDOR_ISA_ENV = {
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell"},
+    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "DNNL_MAX_CPU_ISA": "AVX512_CORE",
+               "MKL_ENABLE_INSTRUCTIONS": "AVX512", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX512",
+               "OPENBLAS_CORETYPE": "SkylakeX"},
+}
 
 
 class TargetError(TensorgymError, ValueError):
@@ -162,10 +220,16 @@ class Target:
     # (a remote target; None: ask LLVM on this machine), and where a remote device is reached.
     system_mcpu: str | None = None
     remote: RemoteDevice | None = None
+    # The architecture LLVM emits for when it is not the host's (an aarch64 target built on x86-64,
+    # compile-only); empty: the host's.
+    mtriple: str = ""
+    # The CPU profile this target was restricted to (``x86-64-v3``), or the profile a constructed
+    # target describes; empty for the machine as it is. Part of the fingerprint through ``extra``.
+    profile: str = ""
 
     @property
     def vector_lanes_fp32(self) -> int:
-        """fp32 lanes of the widest vector register (AVX-512: 16)."""
+        """fp32 lanes of the widest vector register (AVX-512: 16; AVX2: 8; NEON, SSE: 4)."""
         if "avx512f" in self.cpu_flags:
             return 16
         if "avx" in self.cpu_flags or "avx2" in self.cpu_flags:
@@ -174,7 +238,31 @@ class Target:
 
     @property
     def vector_registers(self) -> int:
-        return 32 if "avx512f" in self.cpu_flags else 16
+        """Architectural vector registers (AVX-512 and aarch64: 32; AVX2: 16)."""
+        return 32 if "avx512f" in self.cpu_flags or self.is_aarch64 else 16
+
+    @property
+    def is_aarch64(self) -> bool:
+        return self.mtriple.startswith("aarch64") or ("asimd" in self.cpu_flags and "avx" not in self.cpu_flags)
+
+    @property
+    def isa_level(self) -> str:
+        """The widest x86 vector ISA the target may use: ``"avx512"``, ``"avx2"``, ``"sse"`` (or ``"neon"``)."""
+        if self.is_aarch64:
+            return "neon"
+        if "avx512f" in self.cpu_flags:
+            return "avx512"
+        return "avx2" if "avx2" in self.cpu_flags and "fma" in self.cpu_flags else "sse"
+
+    def missing_flags(self, *flags: str) -> list[str]:
+        """The ISA flags of ``flags`` this target lacks (``[]``: it has them all)."""
+        return [f for f in flags if f not in self.cpu_flags]
+
+    def vendor_environment(self) -> dict[str, str]:
+        """Variables that restrict vendor libraries to this target's ISA (empty for the machine as it is)."""
+        if not self.profile or self.kind != "llvm":
+            return {}
+        return dict(_VENDOR_ISA_ENV.get(self.isa_level, {}))
 
     @property
     def fingerprint(self) -> str:
@@ -191,6 +279,11 @@ class Target:
                 "kind": self.kind, "cpu": self.cpu_model, "flags": sorted(self.cpu_flags),
                 "cores": self.num_cores, "tvm": self.tvm_version, "mcpu": self.mcpu, "extra": list(self.extra),
             }
+            # Added keys enter the identity only when set, so that earlier fingerprints stay valid.
+            if self.mtriple:
+                ident["mtriple"] = self.mtriple
+            if self.profile:
+                ident["profile"] = self.profile
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
@@ -198,7 +291,8 @@ class Target:
         if self.device is not None:
             return f"{self.kind}:{self.device.name} ({self.device.arch}, {self.device.num_sms} SMs)"
         where = f" via rpc {self.remote.address}" if self.remote is not None else ""
-        return f"{self.kind}:{self.cpu_model} x{self.num_cores}{where}"
+        restricted = f" as {self.profile}" if self.profile and self.profile not in self.cpu_model else ""
+        return f"{self.kind}:{self.cpu_model}{restricted} x{self.num_cores}{where}"
 
     def tvm_target(self):
         """The ``tvm.target.Target``; call only where TVM is imported (workers)."""
@@ -218,6 +312,9 @@ class Target:
         mcpu = self.mcpu or self.system_mcpu or tvm.target.codegen.llvm_get_system_cpu()
         # "num-cores" is required by MetaSchedule and harmless elsewhere.
         config = {"kind": "llvm", "mcpu": mcpu, "num-cores": self.num_cores}
+        if self.mtriple:
+            config["mtriple"] = self.mtriple
+            return tvm.target.Target(config)
         mattr = self.llvm_missing_features(mcpu)
         if mattr:
             config["mattr"] = mattr
@@ -285,19 +382,71 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-@lru_cache(maxsize=None)
-def local_cpu() -> Target:
-    """The machine this process runs on, as an LLVM target."""
-    model, flags = _cpuinfo()
+def _tvm_version() -> str:
     try:
-        tvm_version = metadata.version("apache-tvm")
+        return metadata.version("apache-tvm")
     except metadata.PackageNotFoundError:
-        tvm_version = "unknown"
+        return "unknown"
+
+
+@lru_cache(maxsize=None)
+def native_cpu() -> Target:
+    """The machine this process runs on, as an LLVM target, with every ISA extension it has."""
+    model, flags = _cpuinfo()
     return Target(
         kind="llvm", cpu_model=model, cpu_flags=flags, num_cores=usable_cores(),
         l1d_bytes=_cache_bytes(1, 32 * 1024), l2_bytes=_cache_bytes(2, 1024 * 1024),
-        l3_bytes=_cache_bytes(3, 32 * 1024 * 1024), tvm_version=tvm_version,
+        l3_bytes=_cache_bytes(3, 32 * 1024 * 1024), tvm_version=_tvm_version(),
     )
+
+
+def cpu_profile(name: str) -> CpuProfile:
+    """The :data:`CPU_PROFILES` entry called ``name``; one clear error listing the known ones otherwise."""
+    profile = CPU_PROFILES.get(str(name).strip().lower())
+    if profile is None:
+        raise TargetError(f"unknown CPU profile {name!r}; known: {', '.join(CPU_PROFILES)} (or 'native')")
+    return profile
+
+
+def restricted_cpu(base: Target, profile: "str | CpuProfile") -> Target:
+    """``base`` (a local CPU) acting as a smaller one: kernels compiled for ``profile``'s ISA, run on ``base``.
+
+    The flags are those of ``base`` that the profile has; LLVM gets the profile's CPU name (for
+    ``x86-64-v3``: AVX2 + FMA, no AVX-512, generic tuning). The fingerprint names the profile, so
+    records, catalogues and peaks of the restricted and the native target never mix. A profile with
+    an ISA ``base`` lacks is refused: kernels built for it would not run here.
+    """
+    profile = profile if isinstance(profile, CpuProfile) else cpu_profile(profile)
+    if profile.mtriple:
+        raise TargetError(f"{profile.name} is another architecture ({profile.mtriple}): it can be compiled for "
+                          f"(tensorgym.target.constructed_cpu), not run here")
+    lacking = [f for f in profile.flags if f not in base.cpu_flags]
+    if lacking:
+        raise TargetError(f"this CPU ({base.cpu_model}) cannot act as {profile.name}: it lacks {', '.join(lacking)}")
+    flags = tuple(f for f in base.cpu_flags if f in profile.flags)
+    return dataclasses.replace(base, cpu_flags=flags, mcpu=profile.mcpu, profile=profile.name)
+
+
+def constructed_cpu(profile: "str | CpuProfile", num_cores: int = 2) -> Target:
+    """A target for a CPU that need not be here (code generation, pruning, masks; not timing)."""
+    profile = profile if isinstance(profile, CpuProfile) else cpu_profile(profile)
+    return Target(kind="llvm", cpu_model=f"{profile.name} (constructed)", cpu_flags=profile.flags,
+                  num_cores=num_cores, l1d_bytes=profile.l1d_bytes, l2_bytes=profile.l2_bytes,
+                  l3_bytes=profile.l3_bytes, tvm_version=_tvm_version(), mcpu=profile.mcpu,
+                  mtriple=profile.mtriple, profile=profile.name)
+
+
+@lru_cache(maxsize=None)
+def local_cpu() -> Target:
+    """The CPU kernels run on here: the machine as it is, or restricted to ``$TENSORGYM_CPU``'s profile.
+
+    ``TENSORGYM_CPU=x86-64-v3`` makes an AVX-512 host act as an AVX2 CPU (kernels compiled for
+    AVX2 + FMA, vendor libraries restricted the same way); unset, empty or ``native``: the machine.
+    """
+    wanted = os.environ.get(CPU_ENV, "").strip()
+    if wanted in ("", "native"):
+        return native_cpu()
+    return restricted_cpu(native_cpu(), wanted)
 
 
 def cuda_target(gpu: "str | CudaDevice" = "h100") -> Target:
@@ -359,7 +508,8 @@ def device_description() -> dict[str, Any]:
 
 
 def resolve_target(target: "str | Target | None") -> Target:
-    """Accept a Target, ``None``/``"llvm"``/``"cpu"`` (the local CPU) or ``"cuda"`` (this machine's GPU)."""
+    """Accept a Target, ``None``/``"llvm"``/``"cpu"`` (the local CPU, after ``$TENSORGYM_CPU``), ``"native"``
+    (the machine as it is), a CPU profile name (this CPU restricted to it) or ``"cuda"`` (this machine's GPU)."""
     if isinstance(target, Target):
         return target
     if target is not None and not isinstance(target, str):
@@ -367,7 +517,12 @@ def resolve_target(target: "str | Target | None") -> Target:
                           f"tensorgym.target.Target, got {type(target).__name__} {target!r:.40}")
     if target in (None, "llvm", "cpu", "local"):
         return local_cpu()
+    if target == "native":
+        return native_cpu()
     if target == "cuda":
         return local_cuda(cuda_ordinal())
-    raise TargetError(f"unknown target {target!r}; use 'llvm' (local CPU), 'cuda' (local GPU) or a "
+    if target.strip().lower() in CPU_PROFILES:
+        return restricted_cpu(native_cpu(), target)
+    raise TargetError(f"unknown target {target!r}; use 'llvm' (the local CPU), 'native', 'cuda' (the local GPU), "
+                      f"a CPU profile to restrict this CPU to ({', '.join(RUNNABLE_PROFILES)}) or a "
                       f"tensorgym.target.Target")

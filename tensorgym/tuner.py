@@ -20,6 +20,12 @@ database, and every agent is charged the same way:
 **Callbacks** (:class:`TuningCallback`, the shape of stable-baselines3's
 callbacks) see the run start, every trial, and the run end; a progress bar
 is one (:class:`ProgressBarCallback`).
+
+**The loop.** :meth:`Tuner.run` drives a :class:`~tensorgym.strategy.SearchStrategy`:
+it asks for configs, measures them, and tells the strategy their records,
+until the budget is spent or the strategy has nothing more to propose. It is
+the one loop of every search agent; a user can drive a strategy by hand the
+same way (``strategy.ask`` / ``tuner.measure`` / ``strategy.tell``).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +43,10 @@ import numpy as np
 from .config import Config
 from .errors import InvalidArgumentError, InvalidTypeError
 from .evaluator import Evaluator
+from .network_result import last_within
 from .record import Record
 from .spaces.base import Space
+from .strategy import SearchStrategy
 
 
 @dataclass(frozen=True)
@@ -83,12 +91,8 @@ class TuningResult:
 
     def best_at(self, trials: int | None = None, seconds: float | None = None) -> float:
         """Best GFLOP/s within the first ``trials`` trials and/or ``seconds`` of tuning clock."""
-        best = 0.0
-        for trial in self.trials:
-            if (trials is not None and trial.index > trials) or (seconds is not None and trial.elapsed_s > seconds):
-                break
-            best = trial.best_gflops
-        return best
+        trial = last_within(self.trials, trials, seconds)
+        return 0.0 if trial is None else trial.best_gflops
 
     def trials_to_reach(self, fraction: float) -> int | None:
         """The first trial whose best-so-far reaches ``fraction`` of the final best."""
@@ -136,44 +140,61 @@ def check_budget(budget: int | None, time_budget: float | None) -> None:
 class TuningCallback:
     """Hooks a tuning run calls as it goes (the shape of stable-baselines3's callbacks).
 
-    A :class:`Tuner` calls them for every search agent; agents that run their
-    own search elsewhere (the MetaSchedule peer) call them from its progress.
-    Subclasses override what they need.
+    One base for every run: a :class:`Tuner` calls them with a :class:`Trial` per trial; a network run
+    (:class:`~tensorgym.network_tuning.NetworkTuner`, whose callbacks are
+    :class:`~tensorgym.network_tuning.NetworkCallback`) with a
+    :class:`~tensorgym.network_result.NetworkTrial`, and calls ``on_round`` after each round (a layer run
+    has no rounds). Agents that run their own search elsewhere (the MetaSchedule peer) call them from its
+    progress. Subclasses override what they need.
     """
 
     def on_start(self, label: str, budget: int | None) -> None:
         """The run starts: ``label`` names it (agent and workload), ``budget`` is its trial budget."""
 
-    def on_trial(self, trial: Trial) -> None:
-        """A trial's result is known."""
+    def on_trial(self, trial: Any) -> None:
+        """A trial's result is known (a :class:`Trial`; a ``NetworkTrial`` in a network run)."""
+
+    def on_round(self, log_entry: Any) -> None:
+        """A round of a network run has ended (a ``RoundLog``); never called in a layer run."""
 
     def on_end(self) -> None:
         """The run has ended (its result was taken)."""
 
 
 class CallbackList(TuningCallback):
-    """Several callbacks, called in order."""
+    """Several callbacks, called in order (of layer runs or of network runs alike)."""
 
     def __init__(self, callbacks: Sequence[TuningCallback]):
         self.callbacks = list(callbacks)
 
-    def on_start(self, label: str, budget: int | None) -> None:
+    def _each(self, hook: str, *args: Any) -> None:
         for callback in self.callbacks:
-            callback.on_start(label, budget)
+            getattr(callback, hook)(*args)
 
-    def on_trial(self, trial: Trial) -> None:
-        for callback in self.callbacks:
-            callback.on_trial(trial)
+    def on_start(self, label: str, budget: int | None) -> None:
+        self._each("on_start", label, budget)
+
+    def on_trial(self, trial: Any) -> None:
+        self._each("on_trial", trial)
+
+    def on_round(self, log_entry: Any) -> None:
+        self._each("on_round", log_entry)
 
     def on_end(self) -> None:
-        for callback in self.callbacks:
-            callback.on_end()
+        self._each("on_end")
+
+
+def _best_gflops(trial: Trial) -> str:
+    """What a layer run's progress bar shows after its count: the best GFLOP/s so far."""
+    return f"best {trial.best_gflops:.1f} GFLOP/s"
 
 
 class ProgressBarCallback(TuningCallback):
-    """A tqdm progress bar over the trial budget, with the best GFLOP/s so far."""
+    """A tqdm progress bar over the trial budget, showing ``postfix(trial)`` after the count
+    (default: the best GFLOP/s so far; a network run's bar shows its estimated latency)."""
 
-    def __init__(self) -> None:
+    def __init__(self, postfix: Callable[[Any], str] = _best_gflops) -> None:
+        self.postfix = postfix
         self._bar = None
 
     def on_start(self, label: str, budget: int | None) -> None:
@@ -181,10 +202,10 @@ class ProgressBarCallback(TuningCallback):
 
         self._bar = tqdm(total=budget, desc=label, unit="trial", dynamic_ncols=True, leave=True)
 
-    def on_trial(self, trial: Trial) -> None:
+    def on_trial(self, trial: Any) -> None:
         if self._bar is not None:
             self._bar.update(1)
-            self._bar.set_postfix_str(f"best {trial.best_gflops:.1f} GFLOP/s", refresh=False)
+            self._bar.set_postfix_str(self.postfix(trial), refresh=False)
 
     def on_end(self) -> None:
         if self._bar is not None:
@@ -192,15 +213,18 @@ class ProgressBarCallback(TuningCallback):
             self._bar = None
 
 
-def as_callback(callback: "TuningCallback | Sequence[TuningCallback] | None") -> TuningCallback:
-    """One callback from None, a callback, or a list of them."""
+def as_callback(callback: "TuningCallback | Sequence[TuningCallback] | None",
+                kind: type[TuningCallback] = TuningCallback) -> TuningCallback:
+    """One callback from None, a callback, or a list of them; each must be a ``kind`` (a network run asks for
+    :class:`~tensorgym.network_tuning.NetworkCallback`: a layer run's callback reads fields its trials lack)."""
     if callback is None:
-        return TuningCallback()
-    if isinstance(callback, TuningCallback):
+        return kind()
+    if isinstance(callback, kind):
         return callback
-    if isinstance(callback, Sequence) and all(isinstance(c, TuningCallback) for c in callback):
+    if isinstance(callback, Sequence) and all(isinstance(c, kind) for c in callback):
         return CallbackList(callback)
-    raise InvalidTypeError(f"callback must be a TuningCallback, a list of them, or None; got {type(callback).__name__}")
+    raise InvalidTypeError(f"callback must be a {kind.__name__}, a list of them, or None; "
+                           f"got {type(callback).__name__}")
 
 
 class Tuner:
@@ -217,7 +241,7 @@ class Tuner:
     def __init__(self, evaluator: Evaluator, *, budget: int | None = 64, time_budget: float | None = None,
                  callback: TuningCallback | Sequence[TuningCallback] | None = None, label: str = ""):
         check_budget(budget, time_budget)
-        if not all(hasattr(evaluator, a) for a in ("space", "evaluate", "lookup")):
+        if not isinstance(evaluator, Evaluator):
             raise InvalidTypeError(f"a Tuner measures through an Evaluator (an env's ``evaluator``), got "
                                    f"{type(evaluator).__name__}")
         self.evaluator = evaluator
@@ -335,6 +359,25 @@ class Tuner:
         self.trials.append(Trial(len(self.trials) + 1, self.elapsed, record.config, record.status.value,
                                  record.gflops, self._best.gflops if self._best else 0.0, fresh))
         self.callback.on_trial(self.trials[-1])
+
+    # -- the loop ------------------------------------------------------------------
+    def run(self, strategy: SearchStrategy, seed: int = 0) -> dict[str, Any]:
+        """Drive ``strategy`` (started here, on this Tuner's space, seeded by ``seed``) until the budget is spent
+        or it proposes nothing more; returns its summary. Every measurement goes through :meth:`measure`."""
+        strategy.start(self.space, np.random.default_rng(seed), seed, self.evaluator.database)
+        try:
+            while not self.exhausted:
+                batch = strategy.ask(self.remaining)
+                if not batch:
+                    break
+                records = self.measure(batch)
+                strategy.history.add(records)
+                strategy.tell(records)
+                if not records:
+                    break
+        finally:
+            strategy.close()
+        return strategy.summary()
 
     # -- results -----------------------------------------------------------------
     @property

@@ -14,9 +14,12 @@ out the way oneDNN computes it (``layout=``):
 
 * ``"NHWC"``: activations NHWC, weights HWIO (output channels contiguous: the
   layout of TensorFlow and of TVM's NHWC convolutions), output NHWC;
-* ``"NCHWc"``: oneDNN's blocked layout for AVX-512, channels in blocks of 16:
-  activations ``[n][c/16][h][w][16c]`` (nChw16c), weights
-  ``[f/16][c/16][r][s][16c][16f]`` (OIhw16i16o), output ``[n][f/16][h][w][16f]``.
+* ``"NCHWc"``: oneDNN's blocked layout, channels in blocks of ``channel_block``
+  ``b``, the target's fp32 lane count (16 on AVX-512, 8 on AVX2; ``"NCHW8c"`` and
+  ``"NCHW16c"`` name both at once): activations ``[n][c/b][h][w][bc]`` (nChw16c,
+  nChw8c), weights ``[f/b][c/b][r][s][bc][bf]`` (OIhw16i16o), output
+  ``[n][f/b][h][w][bf]``. The block is part of the key; environments and the
+  command line given ``"NCHWc"`` pick the target's lanes.
 
 The layout is part of the workload (its key, its inputs, its reference), not
 of a schedule: a network that keeps its tensors in that layout pays no
@@ -56,6 +59,7 @@ reported in GOP/s for int8 and GFLOP/s otherwise (:attr:`Workload.throughput_uni
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any, ClassVar, Literal
@@ -85,7 +89,11 @@ _ELEMENT_TYPES = {
 _TOLERANCE = {"int8": 0.0, "bf16": 1e-5, "float16": 1e-5}
 BF16_TOLERANCE = _TOLERANCE["bf16"]
 CONV_LAYOUTS = ("NCHW", "NHWC", "NCHWc")
-CHANNEL_BLOCK = 16  # channels per block of the NCHWc layout (oneDNN's block for AVX-512)
+# Channels per block of the NCHWc layout: the target's fp32 lanes, as oneDNN blocks (nChw16c on AVX-512,
+# nChw8c on AVX2, nChw4c on SSE and NEON). 16 is the default, left out of keys (the block of every NCHWc
+# workload measured before the block was a parameter).
+CHANNEL_BLOCK = 16
+CHANNEL_BLOCKS = (4, 8, 16)
 
 # What a workload may be, refused up front (before any divisor is looked for): every loop extent at
 # most MAX_EXTENT, every tensor at most MAX_TENSOR_ELEMENTS elements (1 GiB of float32; the NumPy
@@ -98,6 +106,12 @@ MAX_FLOPS = 10**13
 
 class WorkloadError(TensorgymError, ValueError):
     """A workload was described with shapes that cannot be computed."""
+
+
+def parse_layout(layout: str) -> tuple[str, int | None]:
+    """``("NCHWc", 8)`` for ``"NCHW8c"``; ``(layout, None)`` for a layout named without a block."""
+    match = re.fullmatch(r"NCHW(\d+)c", layout) if isinstance(layout, str) else None
+    return ("NCHWc", int(match.group(1))) if match else (layout, None)
 
 
 @dataclass(frozen=True)
@@ -320,7 +334,7 @@ class Conv2d(Workload):
     """
 
     op: ClassVar[str] = "conv2d"
-    quiet_defaults: ClassVar[dict[str, Any]] = {"layout": "NCHW"}
+    quiet_defaults: ClassVar[dict[str, Any]] = {"layout": "NCHW", "channel_block": CHANNEL_BLOCK}
 
     N: int
     C: int
@@ -333,8 +347,15 @@ class Conv2d(Workload):
     padding: int = 0
     dtype: str = "float32"
     layout: str = "NCHW"
+    channel_block: int = CHANNEL_BLOCK  # NCHWc only: channels per block (8 is nChw8c)
 
     def __post_init__(self) -> None:
+        layout, block = parse_layout(self.layout)
+        if block is not None:  # "NCHW8c": the layout NCHWc with its block
+            if self.channel_block not in (CHANNEL_BLOCK, block):
+                raise WorkloadError(f"layout {self.layout} has blocks of {block} channels, not {self.channel_block}")
+            object.__setattr__(self, "layout", layout)
+            object.__setattr__(self, "channel_block", block)
         _check_positive(self, "N", "C", "H", "W", "F", "R", "S", "stride")
         if (not isinstance(self.padding, (int, np.integer)) or isinstance(self.padding, (bool, np.bool_))
                 or not 0 <= self.padding <= MAX_EXTENT):
@@ -347,11 +368,21 @@ class Conv2d(Workload):
                 f"{self.H + 2 * self.padding}x{self.W + 2 * self.padding}"
             )
         if self.layout not in CONV_LAYOUTS:
-            raise WorkloadError(f"layout must be one of {CONV_LAYOUTS}, got {self.layout!r}")
-        if self.layout == "NCHWc" and (self.C % CHANNEL_BLOCK or self.F % CHANNEL_BLOCK):
-            raise WorkloadError(f"layout NCHWc needs input and output channels in blocks of {CHANNEL_BLOCK}; "
+            raise WorkloadError(f"layout must be one of {CONV_LAYOUTS} (or NCHW8c, NCHW16c), got {self.layout!r}")
+        if self.channel_block not in CHANNEL_BLOCKS or isinstance(self.channel_block, bool):
+            raise WorkloadError(f"channel_block must be one of {CHANNEL_BLOCKS}, got {self.channel_block!r}")
+        if self.channel_block != CHANNEL_BLOCK and self.layout != "NCHWc":
+            raise WorkloadError(f"channel_block applies to the NCHWc layout only, not {self.layout}")
+        b = self.channel_block
+        if self.layout == "NCHWc" and (self.C % b or self.F % b):
+            raise WorkloadError(f"layout {self.layout_name} needs input and output channels in blocks of {b}; "
                                 f"C={self.C}, F={self.F}: use layout NHWC or NCHW")
         _check_size(self)
+
+    @property
+    def layout_name(self) -> str:
+        """The layout as oneDNN names it, with the block: ``NCHW``, ``NHWC``, ``NCHW8c``, ``NCHW16c``."""
+        return f"NCHW{self.channel_block}c" if self.layout == "NCHWc" else self.layout
 
     @property
     def OH(self) -> int:
@@ -373,7 +404,7 @@ class Conv2d(Workload):
         if self.layout == "NHWC":
             return (n, y, x, Loop("f", self.F, "spatial"), ry, rx, Loop("rc", self.C, "reduction"))
         if self.layout == "NCHWc":
-            b = CHANNEL_BLOCK
+            b = self.channel_block
             return (n, Loop("fo", self.F // b, "spatial"), y, x, Loop("fi", b, "spatial"),
                     Loop("rco", self.C // b, "reduction"), ry, rx, Loop("rci", b, "reduction"))
         return (n, Loop("f", self.F, "spatial"), y, x, Loop("rc", self.C, "reduction"), ry, rx)
@@ -402,7 +433,7 @@ class Conv2d(Workload):
 
     @property
     def input_shapes(self) -> tuple[tuple[int, ...], ...]:
-        N, C, H, W, F, R, S, b = self.N, self.C, self.H, self.W, self.F, self.R, self.S, CHANNEL_BLOCK
+        N, C, H, W, F, R, S, b = self.N, self.C, self.H, self.W, self.F, self.R, self.S, self.channel_block
         if self.layout == "NHWC":
             return (N, H, W, C), (R, S, C, F)
         if self.layout == "NCHWc":
@@ -414,16 +445,21 @@ class Conv2d(Workload):
         if self.layout == "NHWC":
             return (self.N, self.OH, self.OW, self.F)
         if self.layout == "NCHWc":
-            return (self.N, self.F // CHANNEL_BLOCK, self.OH, self.OW, CHANNEL_BLOCK)
+            return (self.N, self.F // self.channel_block, self.OH, self.OW, self.channel_block)
         return (self.N, self.F, self.OH, self.OW)
 
     def canonical(self) -> "Conv2d":
         """The same convolution in the NCHW layout."""
-        return dataclasses.replace(self, layout="NCHW")
+        return dataclasses.replace(self, layout="NCHW", channel_block=CHANNEL_BLOCK)
 
-    def with_layout(self, layout: str) -> "Conv2d":
-        """The same convolution in another layout (same suite and name)."""
-        return dataclasses.replace(self, layout=layout)
+    def with_layout(self, layout: str, channel_block: int | None = None) -> "Conv2d":
+        """The same convolution in another layout (same suite and name): ``NCHW``, ``NHWC``, ``NCHWc`` (blocks of
+        ``channel_block`` channels, default 16) or ``NCHW8c`` / ``NCHW16c``."""
+        name, block = parse_layout(layout)
+        if block is not None and channel_block is not None and block != channel_block:
+            raise WorkloadError(f"layout {layout} has blocks of {block} channels, not {channel_block}")
+        block = block or channel_block or CHANNEL_BLOCK
+        return dataclasses.replace(self, layout=name, channel_block=block if name == "NCHWc" else CHANNEL_BLOCK)
 
     def canonical_inputs(self, data: np.ndarray, kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The inputs in NCHW / OIHW."""
@@ -437,7 +473,7 @@ class Conv2d(Workload):
 
     def layout_inputs(self, data: np.ndarray, kernel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """NCHW / OIHW inputs in this workload's layout (the inverse of :meth:`canonical_inputs`)."""
-        b = CHANNEL_BLOCK
+        b = self.channel_block
         if self.layout == "NHWC":
             return np.ascontiguousarray(data.transpose(0, 2, 3, 1)), np.ascontiguousarray(kernel.transpose(2, 3, 1, 0))
         if self.layout == "NCHWc":
@@ -451,7 +487,7 @@ class Conv2d(Workload):
         if self.layout == "NHWC":
             return np.ascontiguousarray(out.transpose(0, 2, 3, 1))
         if self.layout == "NCHWc":
-            b = CHANNEL_BLOCK
+            b = self.channel_block
             return np.ascontiguousarray(out.reshape(self.N, self.F // b, b, self.OH, self.OW).transpose(0, 1, 3, 4, 2))
         return out
 
@@ -490,8 +526,8 @@ class Conv2d(Workload):
                 name="conv",
             )
         elif self.layout == "NCHWc":
-            rco = te.reduce_axis((0, self.C // CHANNEL_BLOCK), name="rco")
-            rci = te.reduce_axis((0, CHANNEL_BLOCK), name="rci")
+            rco = te.reduce_axis((0, self.C // self.channel_block), name="rco")
+            rci = te.reduce_axis((0, self.channel_block), name="rci")
             out = te.compute(
                 self.output_shape,
                 lambda n, fo, y, x, fi: te.sum(

@@ -15,10 +15,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from tensorgym.evaluator import Evaluator
 from tensorgym.measure import Measurer
 from tensorgym.record import Record, Status
 from tensorgym.spaces import Config, Space, TilesSpace
-from tensorgym.target import local_cpu, resolve_target
+from tensorgym.spaces.tiles.builder import TilesBuilder
+from tensorgym.target import constructed_cpu, resolve_target
 from tensorgym.tuner import Tuner
 from tensorgym.workloads import matmul
 
@@ -35,8 +37,10 @@ def peak_at(space: TilesSpace, optimum: Config, peak: float = 100.0) -> Callable
     return perf
 
 
-class SyntheticEvaluator:
+class SyntheticEvaluator(Evaluator):
     """An Evaluator whose measurements are ``perf(config)`` GFLOP/s (``None``: a failed build)."""
+
+    database = None  # its records are kept here, in memory
 
     def __init__(self, space: Space, perf: Callable[[Config], float | None]):
         self.space = space
@@ -73,8 +77,13 @@ class SyntheticEvaluator:
         return out
 
 
+# Synthetic landscapes need no real CPU: their space is built for a constructed one, so that what the
+# searches meet (the divisors, the features, the vector lanes) is the same whatever CPU runs the tests.
+SYMBOLIC_CPU = constructed_cpu("znver4")
+
+
 def small_matmul_space() -> TilesSpace:
-    return TilesSpace(matmul(64, 64, 64, name="mm64"), local_cpu())
+    return TilesSpace(matmul(64, 64, 64, name="mm64"), SYMBOLIC_CPU)
 
 
 def synthetic_tuner(space: TilesSpace | None = None, perf: Callable[[Config], float | None] | None = None,
@@ -86,8 +95,8 @@ def synthetic_tuner(space: TilesSpace | None = None, perf: Callable[[Config], fl
     return Tuner(SyntheticEvaluator(space, perf), budget=budget, time_budget=time_budget)  # type: ignore[arg-type]
 
 
-class WrongMatmulSpace(TilesSpace):
-    """A tiles space whose kernels skip the last step of the reduction: deliberately wrong results."""
+class WrongMatmulBuilder(TilesBuilder):
+    """Builds matmuls that skip the last step of the reduction: deliberately wrong results."""
 
     def apply(self, config: Config):
         import tvm
@@ -101,9 +110,15 @@ class WrongMatmulSpace(TilesSpace):
         return tvm.IRModule({"main": te.create_prim_func([a, b, c])})
 
 
+class WrongMatmulSpace(TilesSpace):
+    """A tiles space whose kernels skip the last step of the reduction: deliberately wrong results."""
+
+    builder_class = WrongMatmulBuilder
+
+
 def run_search(agent, tuner: Tuner, seed: int = 0):
     """``agent.tune`` without an env: search ``tuner`` with the agent and return the TuningResult."""
-    extra = agent.search(tuner, np.random.default_rng(seed), seed) or {}
+    extra = tuner.run(agent, seed) or {}
     return tuner.result(agent.name, seed, **extra)
 
 

@@ -285,9 +285,9 @@ def space_target(data, work: Path) -> Thunk:
     if method == "coordinate_index":
         return Call(lambda: space.coordinate_index(config, space.coordinates[0]), f"coordinate_index({config!r})")
     if method == "kernel_arguments":
-        return Call(lambda: space.kernel_arguments(config, [np.zeros(s, np.float32)
-                                                            for s in space.workload.input_shapes]),
-                    f"kernel_arguments({config!r})")
+        return Call(lambda: space.builder().kernel_arguments(config, [np.zeros(s, np.float32)
+                                                                      for s in space.workload.input_shapes]),
+                    f"builder().kernel_arguments({config!r})")
     if method == "sample":
         rng = data.draw(st.one_of(st.integers(0, 9).map(np.random.default_rng), junk()))
         return Call(lambda: space.sample(rng), f"{space}.sample({rng!r})")

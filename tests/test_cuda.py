@@ -232,7 +232,7 @@ def test_features_are_seed_000s_for_the_targets_gpu():
 def test_cuda_source_and_launch_configuration_of_a_matmul():
     space = make_space("tiles", matmul(256, 256, 256), H100)
     config = Config({"i": (8, 2, 8, 2, 1), "j": (4, 1, 16, 2, 2), "k": (32, 4, 2), "unroll": 64})
-    kernel = space.cuda_kernel(config)
+    kernel = space.builder().cuda_kernel(config)
     need = space.resources(config)
     assert kernel.output == "cubin" and kernel.gencode == ("arch=compute_90,code=sm_90",)
     assert kernel.grid == (need["blocks"], 1, 1) and kernel.block == (need["threads"], 1, 1)
@@ -244,19 +244,19 @@ def test_cuda_source_and_launch_configuration_of_a_matmul():
 def test_cuda_source_of_a_padded_conv_and_fp16():
     space = make_space("tiles", conv2d(1, 16, 14, 14, 32, 3, 3), H100)
     config = space.sample(np.random.default_rng(5))
-    kernel = space.cuda_kernel(config)
+    kernel = space.builder().cuda_kernel(config)
     # TVM orders pointer parameters by buffer name: conv_ptr, data_ptr, kernel_ptr -> output, data, weights.
     assert kernel.arguments == (2, 0, 1)
     assert kernel.grid[0] == space.resources(config)["blocks"]
     half = make_space("tiles", matmul(128, 128, 128, dtype="float16"), H100)
-    source = half.cuda_kernel(half.sample(np.random.default_rng(0))).source
+    source = half.builder().cuda_kernel(half.sample(np.random.default_rng(0))).source
     assert "half" in source and "float* __restrict__ C_ptr" in source  # fp16 inputs, fp32 output
 
 
 def test_large_shared_tiles_use_dynamic_shared_memory():
     space = make_space("tiles", matmul(1024, 1024, 1024), H100)
     config = Config({"i": (8, 1, 16, 8, 1), "j": (8, 1, 16, 8, 1), "k": (16, 64, 1), "unroll": 0})
-    kernel = space.cuda_kernel(config)
+    kernel = space.builder().cuda_kernel(config)
     assert kernel.dynamic_shared_bytes == space.resources(config)["shared_bytes"] == 64 * 1024
     assert "extern __shared__" in kernel.source
 
@@ -267,7 +267,7 @@ def test_nvcc_compiles_a_cubin_and_caches_it(tmp_path, monkeypatch):
 
     monkeypatch.setenv("TENSORGYM_CUDA_CACHE", str(tmp_path))
     space = make_space("tiles", matmul(128, 128, 128), H100)
-    kernel = space.cuda_kernel(space.sample(np.random.default_rng(2)))
+    kernel = space.builder().cuda_kernel(space.sample(np.random.default_rng(2)))
     built = compile_cuda(kernel.source, output="cubin", gencode=kernel.gencode, flags=kernel.flags)
     image = open(built.path, "rb").read()
     assert image[:4] == b"\x7fELF" and f".text.{kernel.entry}".encode() in image
@@ -285,7 +285,7 @@ def test_the_builder_writes_a_manifest(tmp_path, monkeypatch):
     monkeypatch.setenv("TENSORGYM_CUDA_CACHE", str(tmp_path / "cache"))
     space = make_space("tiles", conv2d(1, 8, 8, 8, 16, 3, 3), H100)
     config = space.sample(np.random.default_rng(1))
-    manifest = json.loads(open(build(space, config, str(tmp_path))["path"]).read())
+    manifest = json.loads(open(build(space.builder(), config, str(tmp_path))["path"]).read())
     assert manifest["output"] == "cubin" and manifest["arguments"] == [2, 0, 1]
     assert manifest["block"][0] == space.resources(config)["threads"]
     assert open(manifest["path"], "rb").read(4) == b"\x7fELF"
@@ -384,14 +384,14 @@ def test_the_cuda_runner_passes_arguments_in_the_kernels_order(workload, tmp_pat
 
     space = make_space("tiles", workload, H100)
     config = space.sample(np.random.default_rng(0))
-    kernel = space.cuda_kernel(config)
+    kernel = space.builder().cuda_kernel(config)
     (tmp_path / "k.cubin").write_bytes(b"\x7fELF")
     for forget, status in ((False, "ok"), (True, "wrong_result")):
         gpu = _SimulatedGpu(workload, forget_output=forget)
         monkeypatch.setattr(cuda_tasks, "session", lambda gpu=gpu: gpu)
         manifest = tmp_path / "k.json"
         manifest.write_text(json.dumps(kernel.manifest(str(tmp_path / "k.cubin"), {})))
-        result = cuda_tasks.run_cuda(space, config, str(manifest), check=True, protocol=GPU_TIMING)
+        result = cuda_tasks.run_cuda(space.builder(), config, str(manifest), check=True, protocol=GPU_TIMING)
         assert result["status"] == status
         assert manifest.exists()  # the measurer removes it once the kernel has its record (a retry reuses it)
         if status == "ok":
@@ -399,7 +399,7 @@ def test_the_cuda_runner_passes_arguments_in_the_kernels_order(workload, tmp_pat
             assert gpu.flushes >= len(result["samples"])  # the L2 is flushed before every sample
             assert result["device_state"]["sm_clock_mhz"] == 1980.0 and result["timing"] == "full"
             # Far slower than the incumbent: one sample, marked short.
-            short = cuda_tasks.run_cuda(space, config, str(manifest), check=True, protocol=GPU_TIMING,
+            short = cuda_tasks.run_cuda(space.builder(), config, str(manifest), check=True, protocol=GPU_TIMING,
                                         incumbent_s=1e-9)
             assert short["status"] == "ok" and short["timing"] == "short" and len(short["samples"]) == 1
 

@@ -142,31 +142,32 @@ def test_conv_layout_and_epilogue_round_trip():
     assert {c["epilogue"] for c in space.configs()} == {1, 2}
     config = space.configs()[0]
     inputs = wl.random_inputs(0)
-    data, weights, bias, out = space.kernel_arguments(config, inputs)
+    data, weights, bias, out = space.builder().kernel_arguments(config, inputs)
     assert data.shape == (1, 6, 6, 8) and weights.shape == (16, 3, 3, 8) and out.shape == (1, 6, 6, 16)
     assert bias.shape == (16,) and bias.min() > 8 * 9  # above any |sum| of C R S products of [-1, 1) numbers
     reference = wl.reference(*inputs)
     # What a correct fused kernel writes: relu(conv + bias) in NHWC = conv + bias (nothing is clipped).
     written = np.maximum(reference.transpose(0, 2, 3, 1) + bias, 0)
-    np.testing.assert_allclose(space.canonical_output(config, [data, weights, bias, written]), reference, atol=1e-5)
+    np.testing.assert_allclose(space.builder().canonical_output(config, [data, weights, bias, written]), reference,
+                               atol=1e-5)
 
 
 def test_emitted_cpp_comes_from_cutlass_library():
     space = make_space("cutlass", M3_FP16, H100, epilogue="bias_relu")
     two = next(c for c in space.configs() if c["tile"][0] == 80 and c["epilogue"] == 1 and c["swizzle"] == 4)
-    kernel = space.cuda_kernel(two)
+    kernel = space.builder().cuda_kernel(two)
     assert kernel.output == "library" and kernel.gencode == ("arch=compute_80,code=sm_90",)
     assert kernel.runtime == (two["split_k"],)
     assert "DefaultGemmUniversal" in kernel.source and "LinearCombinationRelu" in kernel.source
     assert "GemmIdentityThreadblockSwizzle<4>" in kernel.source and "tg_prepare" in kernel.source
     three = next(c for c in space.configs() if c["tile"][0] == 90 and c["epilogue"] == 1)
-    source = space.cuda_kernel(three).source
+    source = space.builder().cuda_kernel(three).source
     assert "LinCombPerRowBiasEltAct" in source and "cutlass3x_sm90" in source
-    assert space.cuda_kernel(three).gencode == ("arch=compute_90a,code=sm_90a",)
-    separate = space.cuda_kernel(next(c for c in space.configs() if c["epilogue"] == 2)).source
+    assert space.builder().cuda_kernel(three).gencode == ("arch=compute_90a,code=sm_90a",)
+    separate = space.builder().cuda_kernel(next(c for c in space.configs() if c["epilogue"] == 2)).source
     assert "LinearCombinationRelu" not in separate and "tg_bias_relu" in separate
     conv = make_space("cutlass", R5_FP16, H100)
-    assert "DefaultConv2dFprop" in conv.cuda_kernel(conv.configs()[0]).source
+    assert "DefaultConv2dFprop" in conv.builder().cuda_kernel(conv.configs()[0]).source
 
 
 def _synthetic(space):
@@ -203,7 +204,7 @@ def test_nvcc_builds_cutlass_libraries(which, tmp_path, monkeypatch):
     space = make_space("cutlass", workload, H100, epilogue="bias_relu")
     family, epilogue = (90 if "3x" in which else 80), (1 if "fused" in which else 2)
     config = next(c for c in space.configs() if c["tile"][0] == family and c["epilogue"] == epilogue)
-    kernel = space.cuda_kernel(config)
+    kernel = space.builder().cuda_kernel(config)
     built = compile_cuda(kernel.source, output=kernel.output, gencode=kernel.gencode, flags=kernel.flags,
                          include_dirs=kernel.include_dirs)
     symbols = subprocess.run(["nm", "-D", "--defined-only", built.path], capture_output=True, text=True).stdout

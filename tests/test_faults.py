@@ -187,7 +187,7 @@ class DyingRunner(Runner):
         super().__init__(local_cpu())
         self.calls = 0
 
-    def run(self, space, config, artifact, *, check, timeout, fault=None, incumbent_s=None):
+    def run(self, builder, config, artifact, *, check, timeout, fault=None, incumbent_s=None):
         self.calls += 1
         return Outcome("crash", error="worker process killed by signal SIGKILL", signal=signal.SIGKILL)
 

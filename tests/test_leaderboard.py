@@ -5,7 +5,6 @@ import csv
 import json
 
 import gymnasium as gym
-import numpy as np
 import pytest
 
 from fakes import synthetic_tuner
@@ -26,7 +25,7 @@ if TEST_ENV not in gym.registry:
 
 def _random_result(seed, budget=24):
     tuner = synthetic_tuner(budget=budget)
-    RandomAgent(batch_size=4).search(tuner, np.random.default_rng(seed), seed)
+    tuner.run(RandomAgent(batch_size=4), seed)
     return tuner.result("random", seed)
 
 

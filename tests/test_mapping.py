@@ -1,4 +1,9 @@
-"""The mapping space (seed 002, GTA): candidate enumeration, pruning, tiles, moves, features, tensorized kernels."""
+"""The mapping space (seed 002, GTA): candidate enumeration, pruning, tiles, moves, features, tensorized kernels.
+
+Symbolic tests (candidates, pruning, masks, samples, features) use a constructed Sapphire Rapids, which has
+every intrinsic's ISA whatever this machine has; tests that compile and run kernels use ``local_cpu()`` (after
+``TENSORGYM_CPU``) and say which ISA they need (``needs_isa``). The AVX2 intrinsics: tests/test_mapping_avx2.py.
+"""
 
 from __future__ import annotations
 
@@ -16,16 +21,15 @@ from tensorgym.spaces.mapping.enumeration import (
 )
 from tensorgym.spaces.mapping.nest import Candidate, MappedNest
 from tensorgym.spaces.mapping.packing import pack_weights
+from tensorgym.spaces.mapping.pruning import UNFOLD_DUPLICATION, vector_registers_needed
 from tensorgym.spaces.mapping.space import candidate_table
 from tensorgym.suites import all_suite_workloads
-from tensorgym.target import local_cpu
+from tensorgym.target import constructed_cpu, local_cpu
 from tensorgym.workloads import conv2d, matmul
 
-CPU = local_cpu()
-NEEDS_AMX = pytest.mark.skipif(not {"amx_tile", "amx_int8", "amx_bf16"} <= set(CPU.cpu_flags),
-                               reason="this CPU has no AMX")
-NEEDS_AVX512 = pytest.mark.skipif(not {"avx512_vnni", "avx512_bf16"} <= set(CPU.cpu_flags),
-                                  reason="this CPU lacks AVX512-VNNI/BF16")
+CPU = local_cpu()  # where kernels compile and run: only the tests that run kernels use it
+SPR = constructed_cpu("sapphirerapids")  # symbolic tests: AMX, VNNI, AVX512-BF16 and AVX2, on any machine
+NEEDS_AMX = pytest.mark.needs_isa("amx_tile", "amx_int8", "amx_bf16")
 
 # GTA's operators in NCHW, loops named as in its Table 2.
 C1D = computation(["n", "k", "p", "rc", "rs"], ["rc", "rs"],
@@ -80,18 +84,24 @@ def test_a_conv2d_workload_maps_onto_a_dot_product_in_7_ways_and_a_matmul_in_one
 
 def test_every_intrinsic_of_a_dtype_gets_its_candidates():
     wl = all_suite_workloads()["Conv2d-ResNet18-C5-v0"].with_dtype("int8")
-    space = MappingSpace(wl, CPU)
+    space = MappingSpace(wl, SPR)
     per_intrinsic = {}
     for label in space.candidates:
         per_intrinsic[label.split()[0]] = per_intrinsic.get(label.split()[0], 0) + 1
-    assert per_intrinsic == {"amx_int8": 35, "amx_int8_2x2": 35, "vnni512": 7, "vnni256": 7, "pmadd512": 7}
-    assert len(MappingSpace(matmul(64, 64, 64, dtype="bf16"), CPU).candidates) == 3  # 2 AMX, bf16dot512
-    assert len(MappingSpace(matmul(64, 64, 64), CPU).candidates) == 1  # fma512
+    assert per_intrinsic == {"amx_int8": 35, "amx_int8_2x2": 35, "vnni512": 7, "vnni256": 7, "pmadd512": 7,
+                             "pmaddwd256": 7}
+    # 2 AMX, bf16dot512, bf16fma256 (bf16 widened to fp32 on AVX2)
+    assert len(MappingSpace(matmul(64, 64, 64, dtype="bf16"), SPR).candidates) == 4
+    assert len(MappingSpace(matmul(64, 64, 64), SPR).candidates) == 2  # fma512, fma256
 
 
 # -- pruning -------------------------------------------------------------------------------------------------
 def without(*flags):
-    return dataclasses.replace(CPU, cpu_flags=tuple(f for f in CPU.cpu_flags if f not in flags))
+    return dataclasses.replace(SPR, cpu_flags=tuple(f for f in SPR.cpu_flags if f not in flags))
+
+
+def kept_intrinsics(space):
+    return [space.nests[i].intrinsic.name for i in space.kept]
 
 
 def test_a_cpu_without_vnni_or_amx_masks_those_intrinsics():
@@ -102,27 +112,33 @@ def test_a_cpu_without_vnni_or_amx_masks_those_intrinsics():
         if nest.intrinsic.name in ("vnni512", "vnni256", "amx_int8", "amx_int8_2x2"):
             assert verdict.fate == "masked" and verdict.rule == "isa"
             assert "avx512_vnni" in verdict.reason or "amx_int8" in verdict.reason
-        else:
+        elif nest.intrinsic.name == "pmadd512":
             assert verdict.rule == "exact"  # pmaddubsw: not exact for 8-bit activations
-    with pytest.raises(SpaceError, match="no mapping candidate of .* can run"):
-        MappingSpace(wl, target)
-    # the bf16 intrinsics on a CPU without AVX512-BF16 and AMX-BF16: float32's FMA is unaffected
-    bf16 = MappingSpace(matmul(64, 64, 64), without("avx512_bf16", "amx_bf16"))
-    assert bf16.kept == (0,)
+        else:  # the exact AVX2 dot product takes over
+            assert nest.intrinsic.name == "pmaddwd256" and verdict.rule not in ("isa", "exact")
+    assert set(kept_intrinsics(MappingSpace(wl, target))) == {"pmaddwd256"}
+    # below AVX2 (SSE only) no int8 intrinsic runs: refused, with the reason
+    with pytest.raises(SpaceError, match="no mapping candidate of .* can run .*the CPU lacks"):
+        MappingSpace(wl, dataclasses.replace(SPR, cpu_flags=("sse4_2",)))
+    # bf16 on a CPU without AVX512-BF16 and AMX-BF16: widened to fp32 on the FMA; float32 is unaffected
+    assert kept_intrinsics(MappingSpace(matmul(64, 64, 64, dtype="bf16"), without("avx512_bf16", "amx_bf16"))) \
+        == ["bf16fma256"]
+    assert kept_intrinsics(MappingSpace(matmul(64, 64, 64), without("avx512_bf16", "amx_bf16"))) \
+        == ["fma512", "fma256"]
 
 
 def test_a_cpu_with_avx_vnni_only_keeps_the_256_bit_vnni():
     space = MappingSpace(conv2d(1, 64, 14, 14, 64, 3, 3, dtype="int8"), without("avx512_vnni", "amx_int8"))
-    assert {space.nests[i].intrinsic.name for i in space.kept} == {"vnni256"}
+    assert set(kept_intrinsics(space)) == {"vnni256", "pmaddwd256"}  # the only VNNI left, and AVX2's
 
 
 def test_pmaddubsw_is_masked_for_full_range_int8_because_it_saturates():
-    space = MappingSpace(matmul(32, 32, 64, dtype="int8"), CPU)
+    space = MappingSpace(matmul(32, 32, 64, dtype="int8"), SPR)
     row = next(r for r in space.table if r["intrinsic"] == "pmadd512")
     assert row["fate"] == "masked" and row["rule"] == "exact" and "saturates" in row["reason"]
 
 
-@NEEDS_AVX512
+@pytest.mark.needs_isa("avx512bw")
 def test_pmaddubsw_kernel_is_exact_only_for_7_bit_activations():
     import tvm
 
@@ -140,7 +156,7 @@ def test_pmaddubsw_kernel_is_exact_only_for_7_bit_activations():
 
 
 def test_padding_and_same_kernel_rules_prune_with_reasons():
-    space = MappingSpace(all_suite_workloads()["Conv2d-ResNet18-C0-v0"].with_dtype("int8"), CPU)
+    space = MappingSpace(all_suite_workloads()["Conv2d-ResNet18-C0-v0"].with_dtype("int8"), SPR)
     rows = {r["label"]: r for r in space.table}
     amx_rc = rows["amx_int8 i1<-y i2<-f r<-rc"]  # 3 channels on a 64-deep tile
     assert amx_rc["fate"] == "pruned" and amx_rc["rule"] == "padding" and "5 %" in amx_rc["reason"]
@@ -152,7 +168,7 @@ def test_padding_and_same_kernel_rules_prune_with_reasons():
 
 def test_a_strided_1x1_conv_keeps_the_dot_candidates_whose_packing_differs():
     # rx and ry have extent 1, but fusing them gathers the strided pixels instead of packing the whole image
-    space = MappingSpace(all_suite_workloads()["Conv2d-ResNet18-C7-v0"].with_dtype("int8"), CPU)
+    space = MappingSpace(all_suite_workloads()["Conv2d-ResNet18-C7-v0"].with_dtype("int8"), SPR)
     kept = {space.candidates[i] for i in space.kept}
     assert {"vnni512 i<-f r<-rc", "vnni512 i<-f r<-rc+ry+rx"} <= kept
     nests = {n.candidate.label: n for n in space.nests}
@@ -162,22 +178,25 @@ def test_a_strided_1x1_conv_keeps_the_dot_candidates_whose_packing_differs():
 
 def test_cache_and_memory_rules_prune_on_a_small_machine():
     wl = all_suite_workloads()["Conv2d-ResNet18-C11-v0"].with_dtype("int8")
-    nests, verdicts = candidate_table(wl, dataclasses.replace(CPU, l2_bytes=64 * 1024))
+    nests, verdicts = candidate_table(wl, dataclasses.replace(SPR, l2_bytes=64 * 1024))
     cached = [(n, v) for n, v in zip(nests, verdicts) if v.rule == "cache"]
     assert cached and all(n.resources.panel_bytes > 64 * 1024 and "L2" in v.reason for n, v in cached)
     assert any(v.kept for v in verdicts)  # the dot products' im2col panels fit
-    nests, verdicts = candidate_table(wl, dataclasses.replace(CPU, l3_bytes=512 * 1024))
+    # im2col unfolds (9x the activations here) past a small LLC are pruned; the NHWC packings are kept, and
+    # the 2.25 MiB of weights, which every candidate reads, prune nothing
+    nests, verdicts = candidate_table(wl, dataclasses.replace(SPR, l3_bytes=128 * 1024))
     memory = [(n, v) for n, v in zip(nests, verdicts) if v.rule == "memory"]
-    assert memory and all(n.resources.packed_activation_bytes + n.resources.packed_weight_bytes > 512 * 1024
-                          for n, _ in memory)
+    assert memory and all(n.resources.packed_activation_bytes > 128 * 1024 and "unfolded" in v.reason
+                          and n.resources.duplication >= UNFOLD_DUPLICATION for n, v in memory)
+    assert any(v.kept and n.resources.packed_weight_bytes > 128 * 1024 for n, v in zip(nests, verdicts))
     with pytest.raises(SpaceError, match="no mapping candidate .* e.g."):
-        MappingSpace(wl, dataclasses.replace(CPU, l2_bytes=1024))
+        MappingSpace(wl, dataclasses.replace(SPR, l2_bytes=1024))
 
 
 # -- the space -----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def c5():
-    return MappingSpace(all_suite_workloads()["Conv2d-ResNet18-C5-v0"].with_dtype("int8"), CPU)
+    return MappingSpace(all_suite_workloads()["Conv2d-ResNet18-C5-v0"].with_dtype("int8"), SPR)
 
 
 def test_samples_are_valid_deterministic_and_cover_the_kept_candidates(c5):
@@ -195,7 +214,8 @@ def test_register_blocks_fit_the_register_file(c5):
         nest = c5.nest(config)
         block = np.prod([config[lp.name][3] for lp in nest.spatial])
         if not nest.tile:
-            assert block + config[nest.names["lanes"]][3] + 1 <= CPU.vector_registers
+            assert vector_registers_needed(nest.intrinsic, block, config[nest.names["lanes"]][3]) \
+                <= SPR.vector_registers == 32
     vnni = c5.candidates.index("vnni512 i<-f r<-rc")
     config = next(c for c in c5.sample_many(np.random.default_rng(2), 400) if c5.candidate_of(c) == vnni)
     too_big = config.replace(x=(1, 1, 1, 28), y=(1, 1, 1, 28))
@@ -299,20 +319,21 @@ def _check_here(space, configs) -> list[tuple[str, float]]:
 
     from tensorgym.measure.tasks import reference_data
 
-    space.prepare_runtime()
+    builder = space.builder()
+    builder.prepare_runtime()
     inputs, reference = reference_data(space.workload)
     failed = []
     for config in configs:
-        lib = tvm.compile(space.apply(config), target=CPU.tvm_target())
-        args = [tvm.runtime.tensor(a) for a in space.kernel_arguments(config, inputs)]
+        lib = tvm.compile(builder.apply(config), target=CPU.tvm_target())
+        args = [tvm.runtime.tensor(a) for a in builder.kernel_arguments(config, inputs)]
         lib["main"](*args)
-        error = relative_error(space.canonical_output(config, [a.numpy() for a in args]), reference)
+        error = relative_error(builder.canonical_output(config, [a.numpy() for a in args]), reference)
         if not error <= space.workload.tolerance(1e-3):
             failed.append((space.describe(config), error))
     return failed
 
 
-@NEEDS_AVX512
+@pytest.mark.needs_isa("avx2", "fma")  # the intrinsics this CPU has: AVX2's at least
 @pytest.mark.parametrize("dtype", ["int8", "bf16"])
 def test_every_candidate_of_an_awkward_shape_matches_numpy_or_is_pruned_with_a_reason(dtype):
     space = MappingSpace(awkward(dtype), CPU)

@@ -1,4 +1,8 @@
-"""The mapping env, its dtypes through gym.make and the command line, and the search agents in the mapping space."""
+"""The mapping env, its dtypes through gym.make and the command line, and the search agents in the mapping space.
+
+The env tests measure kernels on ``local_cpu()`` (after ``TENSORGYM_CPU``) with whatever intrinsics it has (AVX2's
+at least); the agents and the ``mapping`` command's pruning run on constructed CPUs.
+"""
 
 from __future__ import annotations
 
@@ -18,20 +22,23 @@ from tensorgym.cli import main
 from tensorgym.envs import INVALID_ACTION_PENALTY, MappingEnv
 from tensorgym.spaces.mapping import MappingSpace
 from tensorgym.suites import all_suite_workloads
-from tensorgym.target import local_cpu
+from tensorgym.target import constructed_cpu, local_cpu
 from tensorgym.tuner import Tuner
 
-NEEDS_VNNI = pytest.mark.skipif("avx512_vnni" not in local_cpu().cpu_flags, reason="this CPU has no AVX512-VNNI")
+NEEDS_AVX2 = pytest.mark.needs_isa("avx2", "fma")  # the least any CPU the mapping space runs on has
 SHAPE = dict(M=32, N=32, K=64)
+# A small conv: several kept candidates on every CPU (a matmul has one per intrinsic: one on AVX2)
+CONV = dict(C=8, H=8, W=8, F=16, R=3, padding=1)
 
 
 @pytest.fixture()
 def make(tmp_path, measurer):
     envs = []
 
-    def _make(dtype="int8", **kwargs):
-        env = gym.make("tensorgym/Matmul-v0", db=str(tmp_path / "env.db"), measurer=measurer, space="mapping",
-                       dtype=dtype, **SHAPE, **kwargs)
+    def _make(dtype="int8", op="Matmul", **kwargs):
+        shape = SHAPE if op == "Matmul" else CONV
+        env = gym.make(f"tensorgym/{op}-v0", db=str(tmp_path / "env.db"), measurer=measurer, space="mapping",
+                       dtype=dtype, **shape, **kwargs)
         envs.append(env)
         return env
 
@@ -58,7 +65,7 @@ def test_gym_make_takes_the_space_and_the_dtype(tmp_path):
         gym.make("Matmul-BERT-M3-v0", dtype="int8", db=str(tmp_path / "x.db"))  # the tiles space is fp32
 
 
-@NEEDS_VNNI
+@NEEDS_AVX2
 @pytest.mark.parametrize("dtype", ["int8", pytest.param("bf16", marks=pytest.mark.slow)])
 def test_gymnasium_and_sb3_env_checkers_pass(make, dtype):
     env = make(dtype)
@@ -66,9 +73,9 @@ def test_gymnasium_and_sb3_env_checkers_pass(make, dtype):
     sb3_check_env(env.unwrapped)
 
 
-@NEEDS_VNNI
+@NEEDS_AVX2
 def test_switches_and_hops_are_measured_and_rewarded_as_speed_ratios(make):
-    env = make("int8", render_mode="ansi")
+    env = make("int8", op="Conv2d", render_mode="ansi")
     obs, info = env.reset(seed=0)
     base = env.unwrapped
     space = base.search_space
@@ -92,7 +99,7 @@ def test_switches_and_hops_are_measured_and_rewarded_as_speed_ratios(make):
     assert reward == INVALID_ACTION_PENALTY and after["config"] == info["config"]
 
 
-@NEEDS_VNNI
+@NEEDS_AVX2
 def test_same_seed_gives_the_same_configs(make):
     def rollout(env):
         _, info = env.reset(seed=11)
@@ -115,13 +122,14 @@ def _synthetic(space: MappingSpace):
     return SyntheticEvaluator(space, perf)
 
 
+@pytest.mark.parametrize("cpu", ["sapphirerapids", "haswell"])  # AMX + VNNI + AVX2; AVX2 alone
 @pytest.mark.parametrize("agent", [GAAgent(population=256, batch_size=16), DGDAgent(initial_samples=16)])
-def test_ga_and_dgd_search_the_mapping_space_within_budget(agent):
-    space = MappingSpace(all_suite_workloads()["Conv2d-ResNet18-C5-v0"].with_dtype("int8"), local_cpu())
+def test_ga_and_dgd_search_the_mapping_space_within_budget(agent, cpu):
+    space = MappingSpace(all_suite_workloads()["Conv2d-ResNet18-C5-v0"].with_dtype("int8"), constructed_cpu(cpu))
     runs = []
     for _ in range(2):
         tuner = Tuner(_synthetic(space), budget=48)
-        agent.search(tuner, np.random.default_rng(0), 0)
+        tuner.run(agent, 0)
         assert len(tuner.trials) == 48
         for trial in tuner.trials:
             space.check(trial.config)
@@ -132,13 +140,21 @@ def test_ga_and_dgd_search_the_mapping_space_within_budget(agent):
 
 # -- command line --------------------------------------------------------------------------------------------
 def test_mapping_command_lists_candidates_fused_loops_and_rules(capsys, tmp_path):
-    assert main(["mapping", "Conv2d-ResNet18-C7-v0", "--dtype", "int8", "--db", str(tmp_path / "none.db")]) == 0
+    # a CPU this machine need not be able to act as: a constructed one, candidates only
+    db = str(tmp_path / "none.db")
+    assert main(["mapping", "Conv2d-ResNet18-C7-v0", "--dtype", "int8", "--target", "sapphirerapids", "--db", db]) == 0
     out = capsys.readouterr().out
     assert "vnni512 i<-f r<-rc+ry+rx" in out and "im2col" in out and "kept" in out
     assert "by rule 'padding'" in out and "by rule 'exact'" in out
-    assert main(["mapping", "Conv2d-ResNet18-C7-v0", "--dtype", "int8", "--all", "--db",
-                 str(tmp_path / "none.db")]) == 0
+    assert main(["mapping", "Conv2d-ResNet18-C7-v0", "--dtype", "int8", "--all", "--target", "sapphirerapids",
+                 "--db", db]) == 0
     assert "saturates" in capsys.readouterr().out
+    # an AVX2 CPU: vpmaddwd's candidates kept, the AVX-512 and AMX ones masked by rule 'isa'
+    assert main(["mapping", "Conv2d-ResNet18-C7-v0", "--dtype", "int8", "--all", "--target", "znver3",
+                 "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "pmaddwd256 i<-f r<-rc+ry+rx" in out and "16 vector registers" in out
+    assert "masked (isa): the CPU lacks avx512_vnni" in out and "saturates" not in out
 
 
 def test_mapping_command_adds_the_best_measured_throughput_per_candidate(capsys, tmp_path):

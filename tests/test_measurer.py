@@ -74,11 +74,12 @@ def test_libraries_linked_either_way_compute_the_same(tmp_path, mm_space, monkey
     if linker == "compiler driver":
         monkeypatch.setattr(tasks, "_ld", lambda: None)  # as on a machine without binutils' ld on PATH
     config = mm_space.sample(np.random.default_rng(5))
-    path = tasks.build(mm_space, config, str(tmp_path))["path"]
+    builder = mm_space.builder()
+    path = tasks.build(builder, config, str(tmp_path))["path"]
     inputs, reference = tasks.reference_data(mm_space.workload)
-    args = [tvm.runtime.tensor(a, tvm.cpu(0)) for a in mm_space.kernel_arguments(config, inputs)]
+    args = [tvm.runtime.tensor(a, tvm.cpu(0)) for a in builder.kernel_arguments(config, inputs)]
     tvm.runtime.load_module(path)["main"](*args)
-    out = mm_space.canonical_output(config, [a.numpy() for a in args])
+    out = builder.canonical_output(config, [a.numpy() for a in args])
     assert tasks.relative_error(out, reference) <= 1e-4
 
 

@@ -43,7 +43,7 @@ AWKWARD = [
 
 def visits(space: MicrokernelSpace, config: Config) -> np.ndarray:
     """How often the config's loop nest computes each (output, reduction) point, walked in Python."""
-    plan = space.plan(config)
+    plan = space.builder().plan(config)
     dims = space.dims
     counts = np.zeros([space.extents[d] for d in dims], dtype=np.int32)
     size = dict(plan.sizes)
@@ -202,28 +202,10 @@ def test_threshold_filters_the_catalogue(catalogue):
     assert space5.source == "fallback" and space5.selections
 
 
-def test_missing_catalogue_raises_with_instructions_when_not_auto_calibrating(tmp_path):
+def test_missing_catalogue_raises_with_instructions(tmp_path):
+    """The space only loads a catalogue: the first-use calibration is the env's (tests/test_microkernels.py)."""
     with pytest.raises(CatalogueMissing, match="tensorgym microkernels calibrate"):
-        MicrokernelSpace(SUITES["ResNet-50"]["R5"], TARGET, cache_dir=tmp_path, auto_calibrate=False)
-
-
-def test_first_use_without_a_catalogue_calibrates_a_quick_one(tmp_path, monkeypatch, caplog):
-    from tensorgym.spaces.microkernel import calibration
-
-    asked = []
-
-    def quick_measurement(target, candidates, protocol, progress, chunk, timeout, threshold):
-        asked.append(len(candidates))
-        return [CatalogueEntry(mk, "ok", 90.0) for mk in candidates], 100.0
-
-    monkeypatch.setattr(calibration, "_measure_all", quick_measurement)
-    space = MicrokernelSpace(SUITES["ResNet-50"]["R5"], TARGET, cache_dir=tmp_path)
-    quick = EnumerationRules.for_target(TARGET, quick=True)
-    assert asked == [len(enumerate_microkernels(quick))]  # the quick enumeration, measured once
-    assert space.peak_gflops == 100.0 and space.source == "catalogue"
-    assert "tensorgym microkernels calibrate" in caplog.text
-    MicrokernelSpace(SUITES["ResNet-50"]["R5"], TARGET, cache_dir=tmp_path)  # stored now: nothing measured
-    assert len(asked) == 1
+        MicrokernelSpace(SUITES["ResNet-50"]["R5"], TARGET, cache_dir=tmp_path)
 
 
 @pytest.mark.slow

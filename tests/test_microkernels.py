@@ -7,11 +7,14 @@ import json
 
 import pytest
 
-from tensorgym.spaces.microkernel import calibration, catalogue
+from tensorgym import calibration
+from tensorgym.calibration import calibrate, stored_or_quick_catalogue
+from tensorgym.spaces.microkernel import catalogue
 from tensorgym.spaces.microkernel import (
-    Catalogue, CatalogueEntry, CatalogueMissing, EnumerationRules, Microkernel, calibrate, catalogue_path,
+    Catalogue, CatalogueEntry, CatalogueMissing, EnumerationRules, Microkernel, MicrokernelSpace, catalogue_path,
     enumerate_microkernels, load_catalogue,
 )
+from tensorgym.suites import SUITES
 from tensorgym.target import local_cpu
 
 
@@ -125,6 +128,62 @@ def test_stored_calibration_is_reused_not_remeasured(tmp_path, monkeypatch):
     assert calibrate(quick=True, cache_dir=tmp_path, progress=False).reused
     with pytest.raises(AssertionError, match="stored catalogue"):
         calibrate(quick=False, cache_dir=tmp_path, progress=False)
+
+
+def _quick_measurement(asked: list):
+    """A stand-in for the measuring part of a calibration: every candidate at 90 % of a 100 GFLOP/s peak."""
+
+    def measure(target, candidates, protocol, progress, chunk, timeout, threshold):
+        asked.append(len(candidates))
+        return [CatalogueEntry(mk, "ok", 90.0) for mk in candidates], 100.0
+
+    return measure
+
+
+def test_the_space_only_loads_a_catalogue(tmp_path, monkeypatch):
+    """Building a space never compiles or times: without a stored catalogue it says which command to run."""
+    monkeypatch.setattr(calibration, "_measure_all", lambda *a, **k: pytest.fail("the space measured"))
+    with pytest.raises(CatalogueMissing, match="tensorgym microkernels calibrate"):
+        MicrokernelSpace(SUITES["ResNet-50"]["R5"], local_cpu(), cache_dir=tmp_path)
+    with pytest.raises(TypeError, match="auto_calibrate"):  # the first-use calibration is the env's, not the space's
+        MicrokernelSpace(SUITES["ResNet-50"]["R5"], local_cpu(), cache_dir=tmp_path, auto_calibrate=True)
+
+
+def test_first_use_calibrates_a_quick_catalogue_once(tmp_path, monkeypatch, caplog):
+    asked: list[int] = []
+    monkeypatch.setattr(calibration, "_measure_all", _quick_measurement(asked))
+    with pytest.raises(CatalogueMissing, match="tensorgym microkernels calibrate"):
+        stored_or_quick_catalogue(cache_dir=tmp_path, auto_calibrate=False)
+    assert asked == []
+    cat = stored_or_quick_catalogue(cache_dir=tmp_path, progress=False)
+    quick = EnumerationRules.for_target(local_cpu(), quick=True)
+    assert asked == [len(enumerate_microkernels(quick))]  # the quick enumeration, measured once
+    assert cat.mode == "quick" and cat.peak_gflops == 100.0
+    assert "tensorgym microkernels calibrate" in caplog.text  # the note on the full calibration
+    assert stored_or_quick_catalogue(cache_dir=tmp_path).entries == cat.entries  # stored now: nothing measured
+    assert len(asked) == 1
+    space = MicrokernelSpace(SUITES["ResNet-50"]["R5"], local_cpu(), cache_dir=tmp_path)
+    assert space.peak_gflops == 100.0 and space.source == "catalogue"
+
+
+def test_the_env_calibrates_on_first_use(tmp_path, monkeypatch):
+    from tensorgym.envs.microkernel_env import MicrokernelEnv
+
+    asked: list[int] = []
+    monkeypatch.setattr(calibration, "_measure_all", _quick_measurement(asked))
+    with pytest.raises(CatalogueMissing, match="tensorgym microkernels calibrate"):
+        MicrokernelEnv(SUITES["ResNet-50"]["R5"], cache_dir=tmp_path, db=tmp_path / "r.db", auto_calibrate=False)
+    assert asked == []
+    env = MicrokernelEnv(SUITES["ResNet-50"]["R5"], cache_dir=tmp_path, db=tmp_path / "r.db")
+    try:
+        assert len(asked) == 1 and env.search_space.peak_gflops == 100.0 and env.reward_scale == 100.0
+    finally:
+        env.close()
+    # a workload the space refuses is refused before anything is measured
+    with pytest.raises(ValueError, match="float32"):
+        MicrokernelEnv(SUITES["ResNet-50"]["R5"].with_dtype("int8"), cache_dir=tmp_path / "none",
+                       db=tmp_path / "r.db")
+    assert len(asked) == 1
 
 
 def test_calibrate_rejects_bad_arguments(tmp_path):

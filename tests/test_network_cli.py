@@ -27,8 +27,10 @@ def network_file(tmp_path):
 @pytest.fixture()
 def synthetic(monkeypatch):
     """Every network env of the command measures with one synthetic measurer (no compiling)."""
+    from tensorgym.envs import base
+
     measurer = SyntheticMeasurer()
-    monkeypatch.setattr("tensorgym.envs.network_env.Measurer", lambda target: measurer)
+    monkeypatch.setattr(base.SHARED_MEASURERS, "factory", lambda target: measurer)
     return measurer
 
 

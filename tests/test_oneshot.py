@@ -69,11 +69,11 @@ def test_predictor_ranks_a_known_optimum_in_its_top_k_and_the_agent_measures_exa
     assert optimum in top, f"optimum predicted {landscape.score_of(optimum)}, 16th best {landscape.score_of(top[-1])}"
 
     tuner = synthetic_tuner(space, perf, budget=100)
-    result_extra = agent.search(tuner, np.random.default_rng(0), 0)
+    result_extra = tuner.run(agent, 0)
     assert len(tuner.trials) == 16 and tuner.evaluator.measured == 16  # exactly k, in one batch
     assert result_extra["k"] == 16 and len(result_extra["predicted_gflops"]) == 16
     small = synthetic_tuner(space, perf, budget=5)
-    agent.search(small, np.random.default_rng(0), 0)
+    small.run(agent, 0)
     assert len(small.trials) == 5  # a smaller budget cuts the k
 
 
@@ -86,7 +86,7 @@ def test_predictor_of_another_machine_is_refused(tmp_path):
     predictor.save(tmp_path / "other.pt")
     agent = OneShotAgent(tmp_path / "other.pt", k=4, **SMALL_SEARCH)
     with pytest.raises(TargetMismatch, match="Another CPU"):
-        agent.search(synthetic_tuner(space, perf, budget=8), np.random.default_rng(0), 0)
+        synthetic_tuner(space, perf, budget=8).run(agent, 0)
 
 
 def test_bad_inputs_get_clear_errors(tmp_path):

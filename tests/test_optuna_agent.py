@@ -14,7 +14,7 @@ from tensorgym.workloads import conv2d, matmul
 
 
 def _run(agent, tuner, seed=0):
-    extra = agent.search(tuner, np.random.default_rng(seed), seed)
+    extra = tuner.run(agent, seed)
     return tuner.result(agent.name, seed, **extra)
 
 

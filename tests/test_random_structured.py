@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from fakes import SyntheticEvaluator
 
@@ -32,7 +31,7 @@ def test_deterministic_per_seed_and_within_budget(catalogue, db):
     runs = []
     for seed in (0, 0, 1):
         tuner = synthetic_tuner(env.search_space, budget=40)
-        extra = RandomStructuredAgent(batch_size=16).search(tuner, np.random.default_rng(seed), seed)
+        extra = tuner.run(RandomStructuredAgent(batch_size=16), seed)
         assert len(tuner.trials) == 40 and extra["combination_draws"] >= 0
         runs.append([t.config for t in tuner.trials])
         assert len(set(runs[-1])) == 40  # distinct draws
@@ -45,7 +44,7 @@ def test_deterministic_per_seed_and_within_budget(catalogue, db):
 def test_stops_when_the_space_runs_dry(catalogue, db):
     tiny = MicrokernelEnv(conv2d(1, 1, 17, 17, 16, 1, 1, 1, 0), catalogue=catalogue, db=db)
     tuner = synthetic_tuner(tiny.search_space, budget=10_000)
-    RandomStructuredAgent().search(tuner, np.random.default_rng(0), 0)
+    tuner.run(RandomStructuredAgent(), 0)
     assert 0 < len(tuner.trials) < 10_000
     tiny.close()
 
@@ -83,7 +82,7 @@ def test_the_random_agent_tunes_any_space(catalogue, db):
     agent.check_space("microkernel")  # no error
     for seed in (0,):
         plain, structured = synthetic_tuner(env.search_space, 16), synthetic_tuner(env.search_space, 16)
-        agent.search(plain, np.random.default_rng(seed), seed)
-        RandomStructuredAgent(batch_size=8).search(structured, np.random.default_rng(seed), seed)
+        plain.run(agent, seed)
+        structured.run(RandomStructuredAgent(batch_size=8), seed)
         assert [t.config for t in plain.trials] == [t.config for t in structured.trials]
     env.close()

@@ -109,7 +109,7 @@ def test_an_env_over_a_tuner_charges_every_trial(replay_db):
         space = TilesSpace(MM, local_cpu())
         tuner = Tuner(Evaluator(space, db, None), budget=5)
 
-        class Records:  # what the rl agent gives its env: the Tuner's budgeted view
+        class Records(Evaluator):  # an evaluator of one's own: the Tuner's budgeted view
             def __init__(self):
                 self.space, self.database, self.measured = space, db, 0
 

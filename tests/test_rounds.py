@@ -14,7 +14,7 @@ from tensorgym.agents.random_search import RandomAgent
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.rounds import SearchSession
 from tensorgym.spaces import TilesSpace
-from tensorgym.target import local_cpu
+from tensorgym.target import constructed_cpu
 from tensorgym.workloads import matmul
 
 AGENTS = {
@@ -37,7 +37,7 @@ def test_a_search_in_rounds_makes_the_trials_of_one_uninterrupted_run(name, roun
     total = 48
     reference = run_search(AGENTS[name](), synthetic_tuner(budget=total), seed=7)
     evaluator = _evaluator()
-    session = SearchSession(AGENTS[name]().search, evaluator, seed=7, label=name)
+    session = SearchSession(AGENTS[name](), evaluator, seed=7, label=name)
     try:
         used = [session.run_round(min(round_size, total - done)) for done in range(0, total, round_size)]
         assert not session.finished  # it waits for more
@@ -59,7 +59,7 @@ def test_the_ga_model_guides_later_rounds():
         scores = []
         for seed in range(3):
             evaluator = SyntheticEvaluator(space, peak_at(space, space.sample(np.random.default_rng(99))))
-            session = SearchSession(agent.search, evaluator, seed=seed)
+            session = SearchSession(agent.spawn(), evaluator, seed=seed)
             for _ in range(8):
                 session.run_round(16)
             session.close()
@@ -69,49 +69,47 @@ def test_the_ga_model_guides_later_rounds():
 
 
 def test_a_search_that_runs_dry_finishes_and_gives_back_fewer_trials():
-    space = TilesSpace(matmul(2, 2, 1, name="tiny"), local_cpu())
-    session = SearchSession(RandomAgent(batch_size=4).search, SyntheticEvaluator(space, lambda c: 1.0))
+    space = TilesSpace(matmul(2, 2, 1, name="tiny"), constructed_cpu("haswell"))
+    session = SearchSession(RandomAgent(batch_size=4), SyntheticEvaluator(space, lambda c: 1.0))
     used = session.run_round(1000)
     assert 0 < used < 1000 and session.finished
     assert session.run_round(10) == 0  # a finished search asks for nothing
     session.close()
 
 
-def test_errors_of_the_search_are_raised_in_the_caller_and_close_stops_the_thread():
-    def broken(tuner, rng, seed):
-        tuner.measure(tuner.sample(rng, 2))
+class _Broken(RandomAgent):
+    def tell(self, records):
         raise ValueError("bug in the search")
 
-    session = SearchSession(broken, _evaluator())
+
+def test_errors_of_the_search_are_raised_in_the_caller_and_a_closed_session_refuses_rounds():
+    session = SearchSession(_Broken(batch_size=2), _evaluator())
     with pytest.raises(ValueError, match="bug in the search"):
         session.run_round(10)
-    assert session.finished
 
-    blocked = SearchSession(RandomAgent(batch_size=8).search, _evaluator())
-    blocked.run_round(3)  # the search now waits inside measure() with 5 configs pending
-    thread = blocked._thread
-    blocked.close()
-    assert not thread.is_alive()
+    partial = SearchSession(DGDAgent(initial_samples=8), _evaluator())
+    partial.run_round(3)  # the DGD's initial batch waits with 5 configs unmeasured
+    partial.close()
+    assert partial.extra["initial_samples"] == 3  # closing booked what was measured
     with pytest.raises(InvalidArgumentError, match="closed"):
-        blocked.run_round(1)
+        partial.run_round(1)
 
 
-def test_closing_unwinds_a_search_that_catches_exceptions():
-    def stubborn(tuner, rng, seed):
-        while True:
-            try:
-                tuner.measure(tuner.sample(rng, 4))
-            except Exception:  # noqa: BLE001 - what the test checks: SessionClosed is not an Exception
-                pass
+class _Repeating(RandomAgent):
+    """Proposes its first batch again and again: nothing new once it is measured."""
 
-    session = SearchSession(stubborn, _evaluator())
-    session.run_round(6)
-    thread = session._thread
+    def ask(self, n=None):
+        self.first = getattr(self, "first", None) or super().ask(n)
+        return self.first
+
+
+def test_a_strategy_proposing_only_what_it_measured_finishes():
+    session = SearchSession(_Repeating(batch_size=4), _evaluator())
+    assert session.run_round(10) == 4 and session.finished
     session.close()
-    assert not thread.is_alive()
 
 
-def test_only_one_thread_runs_at_a_time_and_measurements_stay_in_the_caller():
+def test_measurements_and_the_search_stay_in_the_callers_thread():
     caller = threading.get_ident()
     evaluator = _evaluator()
     measuring_threads = set()
@@ -122,16 +120,20 @@ def test_only_one_thread_runs_at_a_time_and_measurements_stay_in_the_caller():
         return original(configs)
 
     evaluator.evaluate = evaluate
-    session = SearchSession(RandomAgent(batch_size=4).search, evaluator)
+    threads_before = set(threading.enumerate())
+    session = SearchSession(RandomAgent(batch_size=4), evaluator)
     for _ in range(5):
         session.run_round(3)
+        assert set(threading.enumerate()) <= threads_before  # the session starts no thread
     session.close()
     assert measuring_threads == {caller}
 
 
 def test_round_sizes_are_checked():
-    session = SearchSession(RandomAgent().search, _evaluator())
+    session = SearchSession(RandomAgent(), _evaluator())
     for bad in (0, -1, 1.5, True):
         with pytest.raises(InvalidArgumentError):
             session.run_round(bad)
     session.close()
+    with pytest.raises(InvalidArgumentError, match="SearchStrategy"):
+        SearchSession(RandomAgent().ask, _evaluator())

@@ -19,7 +19,7 @@ from tensorgym.tuner import Tuner, TuningResult
 @pytest.mark.parametrize("budget", [1, 5, 16, 33])
 def test_random_agent_spends_the_budget_exactly(budget):
     tuner = synthetic_tuner(budget=budget)
-    RandomAgent(batch_size=8).search(tuner, np.random.default_rng(0), 0)
+    tuner.run(RandomAgent(batch_size=8), 0)
     assert len(tuner.trials) == budget == tuner.evaluator.measured
     assert len({t.config for t in tuner.trials}) == budget
 
@@ -42,7 +42,7 @@ def test_configs_measured_in_this_run_are_free():
 def test_random_agent_is_deterministic_per_seed():
     def run(seed):
         tuner = synthetic_tuner(budget=20)
-        RandomAgent().search(tuner, np.random.default_rng(seed), seed)
+        tuner.run(RandomAgent(), seed)
         return [t.config for t in tuner.trials]
 
     assert run(3) == run(3) and run(3) != run(4)
@@ -70,7 +70,7 @@ def test_time_budget_stops_the_run():
         return 1.0
 
     tuner = Tuner(SyntheticEvaluator(space, slow), budget=None, time_budget=0.3)
-    RandomAgent(batch_size=4).search(tuner, np.random.default_rng(0), 0)
+    tuner.run(RandomAgent(batch_size=4), 0)
     assert 5 <= len(tuner.trials) < 100 and tuner.exhausted
 
 
@@ -156,7 +156,7 @@ def test_callbacks_see_the_run(tmp_path):
     space = small_matmul_space()
     tuner = Tuner(SyntheticEvaluator(space, peak_at(space, space.sample(np.random.default_rng(0)))), budget=3,
                   callback=[recorder], label="run")
-    RandomAgent(batch_size=2).search(tuner, np.random.default_rng(0), 0)
+    tuner.run(RandomAgent(batch_size=2), 0)
     tuner.result("random", 0)
     tuner.result("random", 0)  # a second result does not end the run twice
     assert recorder.events == [("start", "run", 3), ("trial", 1), ("trial", 2), ("trial", 3), ("end",)]

@@ -8,6 +8,7 @@ from tensorgym.baselines import time_vendor, vendor_choices
 from tensorgym.baselines.vendor import (
     PRE_PACKED, VendorResult, best_vendor, mkl_kernel, onednn_kernel, ratio_text,
 )
+from tensorgym.target import local_cpu, native_cpu, restricted_cpu
 from tensorgym.workloads import conv2d, matmul
 
 ONEDNN = """onednn_verbose,v1,info,oneDNN v3.12.0
@@ -60,9 +61,23 @@ def test_native_blas_clears_the_machines_overrides_in_the_vendor_process_only(mo
     wl = matmul(64, 48, 32)
     forced = time_vendor(wl, "numpy", "row-major")
     native = time_vendor(wl, "numpy", "row-major", native_blas=True)
-    assert "Haswell" in forced.kernel and forced.environment == ""
-    assert native.environment == "OPENBLAS_CORETYPE cleared" and native.max_rel_error < 1e-4
-    assert isinstance(native, VendorResult) and native.weights == "per call"
+    restriction = ", ".join(f"{k}={v}" for k, v in local_cpu().vendor_environment().items())
+    assert "Haswell" in forced.kernel and forced.environment == restriction
+    if restriction:  # a CPU acting as an AVX2 one names OpenBLAS's Haswell kernels itself: nothing to clear
+        assert native.environment == restriction and "Haswell" in native.kernel
+    else:
+        assert native.environment == "OPENBLAS_CORETYPE cleared"
+    assert native.max_rel_error < 1e-4 and isinstance(native, VendorResult) and native.weights == "per call"
+
+
+@pytest.mark.needs_isa("avx2", "fma")
+def test_vendors_of_a_cpu_restricted_to_avx2_run_avx2_kernels():
+    avx2 = restricted_cpu(native_cpu(), "x86-64-v3")
+    conv = time_vendor(conv2d(1, 32, 14, 14, 32, 3, 3, layout="NHWC"), "onednn", "NHWC pre-packed", target=avx2)
+    assert "avx2" in conv.kernel and "avx512" not in conv.kernel, conv.kernel
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in conv.environment and conv.max_rel_error < 1e-4
+    mkl = time_vendor(matmul(64, 48, 32), "mkl", "pre-packed", target=avx2)
+    assert "AVX-512" not in mkl.kernel and "MKL_ENABLE_INSTRUCTIONS=AVX2" in mkl.environment, mkl.kernel
 
 
 @pytest.mark.slow

@@ -506,8 +506,8 @@ def build() -> dict:
         "provenance": {
             "purpose": "prior-guided task sampling (seed 004, One-Shot Tuner, Algorithm 1): "
                        "frequency table of conv2d/matmul instances of real architectures",
-            "generated_by": "derive_shapes.py (stdlib only; architectures written from the papers, "
-                            "cross-checked by crosscheck_torch.py, see NOTES.md)",
+            "generated_by": "tools/derive_shapes.py (stdlib only; architectures written from the papers, "
+                            "cross-checked by tools/crosscheck_torch.py, see tools/SHAPE_PRIORS.md)",
             "conventions": {
                 "conv2d": "NCHW, batch N=1; H,W = input size; F = output channels; R,S = kernel "
                           "h,w; padding int (both axes) or [pad_h, pad_w]; dilation 1; groups>1 "

@@ -29,7 +29,6 @@ import heapq
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from tensorgym.config import Config
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.factors import factorizations
 from tensorgym.spaces.tiles import TilesSpace
-from tensorgym.tuner import Tuner
+from tensorgym.strategy import GeneratorStrategy, Search, SearchHistory
 
 from ..base import SearchAgent
 from .features import BatchFeaturizer
@@ -102,7 +101,7 @@ class PredictedLandscape:
         return {g for _, g in self._top}
 
 
-class OneShotAgent(SearchAgent):
+class OneShotAgent(SearchAgent, GeneratorStrategy):
     """Seed 004's One-Shot Tuner over the ``tiles`` space (see the module docs).
 
     Args:
@@ -137,15 +136,25 @@ class OneShotAgent(SearchAgent):
         self.ga_population, self.ga_steps, self.ga_mutation, self.ga_elites = (ga_population, ga_steps,
                                                                                ga_mutation, ga_elites)
 
-    def search(self, tuner: Tuner, rng: np.random.Generator, seed: int) -> dict[str, Any]:
-        space = tuner.space
+    def spawn(self) -> "OneShotAgent":
+        """A copy for one more run that shares the (read-only) predictor instead of copying the network."""
+        predictor, self.predictor = self.predictor, None
+        try:
+            twin = super().spawn()
+        finally:
+            self.predictor = predictor
+        twin.predictor = predictor
+        return twin
+
+    def search(self, history: SearchHistory, rng: np.random.Generator) -> Search:
+        space = history.space
         self.predictor.check_target(space.target.fingerprint, self.model_path)
         t0 = time.monotonic()
         landscape = self.predicted(space, rng)
         search_s = time.monotonic() - t0
-        budget = self.k if tuner.remaining is None else min(self.k, tuner.remaining)
+        budget = self.k if self.asked is None else min(self.k, self.asked)
         candidates = landscape.top(budget)
-        records = tuner.measure(candidates)
+        records = yield candidates
         measured = [r.score for r in records]
         best_rank = int(np.argmax(measured)) + 1 if measured and max(measured) > 0 else None
         info = self.predictor.info

@@ -2,9 +2,9 @@
 
 To store MetaSchedule's schedules as tensorgym records they need configs:
 ``{"space": 1, "k00_tile": [4, 1, 8, 2], ..., "k03_par": 32, "k04_cat": 2,
-"k05_loc": -1}`` (see :mod:`.design` for the knobs). ``apply`` replays that
-design space's trace with those values and runs MetaSchedule's
-postprocessors.
+"k05_loc": -1}`` (see :mod:`.design` for the knobs). The space's builder
+(:class:`~.builder.MetaScheduleBuilder`) replays that design space's trace with
+those values and runs MetaSchedule's postprocessors.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from tensorgym.spaces.base import Space, SpaceError
 from tensorgym.target import Target
 from tensorgym.workloads import Workload
 
-from . import packed
-from .design import Signature, design_signature, signature_digest
-from .design import design as cached_design
+from .builder import MetaScheduleBuilder
+from .design import Signature, design_signature
 
 _ROOT_LOCATIONS = (-2, -1)  # compute inline / at the root: valid whatever the tiles
 
@@ -35,15 +34,16 @@ class MetaScheduleSpace(Space):
         signature: the design spaces' knobs; computed in a subprocess on first
             use when omitted (MetaSchedule's tuning job returns it).
 
-    The space regenerates the design spaces lazily in the process that calls
-    :meth:`apply` (once per process) and refuses to apply configs if they no
-    longer have the signature the configs were made for. :meth:`neighbours`
+    The space's builder regenerates the design spaces lazily in the process that
+    builds (once per process) and refuses to apply configs if they no longer
+    have the signature the configs were made for. :meth:`neighbours`
     is not offered: MetaSchedule's own neighbourhood is its mutators', which
     need the design space's TVM objects, so agents that hop do so in the
     ``tiles`` space.
     """
 
     name = "metaschedule"
+    builder_class = MetaScheduleBuilder
     supported_dtypes = ("float32", "int8", "bf16")
 
     def __init__(self, workload: Workload, target: Target, signature: Signature | None = None):
@@ -159,23 +159,3 @@ class MetaScheduleSpace(Space):
             else:
                 parts.append(f"{knob.name}={value}")
         return " ".join(parts)
-
-    # -- layouts (int8 / bf16: MetaSchedule's kernels take blocked layouts, see .packed) ------------
-    def kernel_arguments(self, config: Config, inputs) -> list[np.ndarray]:
-        if not packed.is_packed(self.workload):
-            return super().kernel_arguments(config, inputs)
-        return packed.kernel_arguments(self.workload, inputs)
-
-    def canonical_output(self, config: Config, arguments) -> np.ndarray:
-        if not packed.is_packed(self.workload):
-            return arguments[-1]
-        return packed.canonical_output(self.workload, arguments[-1])
-
-    # -- schedule ------------------------------------------------------------------
-    def apply(self, config: Config):
-        self.check(config)
-        design = cached_design(self.workload, self.target)
-        if design.digest != signature_digest(self.signature):
-            raise SpaceError("MetaSchedule's design spaces in this process differ from those this space was made "
-                             "with (another TVM version or target?)")
-        return design.schedule(config).mod

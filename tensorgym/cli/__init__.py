@@ -1,6 +1,8 @@
 """The ``tensorgym`` command line: one module per subcommand.
 
   tensorgym list [--suite NAME]                 every registered environment, its shape and GFLOP count
+  tensorgym info [--target x86-64-v3] [--json]  this CPU's fingerprint, ISA, vector width, FMA peak, and which
+                                                spaces, dtypes and intrinsics run here (and why the others don't)
   tensorgym tune ENV_ID [--agent random] [--budget N] [--db PATH] [--shape M=..,N=..,K=..] [--space S] [--dtype D]
                                                 tune one env; re-running with the same --db resumes
   tensorgym compare ENV_ID [ENV_ID ...] --agents random,ga,dgd --budget N --seeds S
@@ -41,12 +43,12 @@ from collections.abc import Sequence
 from tensorgym.errors import TensorgymError
 
 from . import (
-    compare, compare_network, dataset, list_envs, mapping, microkernels, oneshot, rpc_server, show, train, tune,
+    compare, compare_network, dataset, info, list_envs, mapping, microkernels, oneshot, rpc_server, show, train, tune,
     tune_network,
 )
 
-COMMANDS = (list_envs, tune, compare, tune_network, compare_network, show, microkernels, mapping, dataset, train,
-            oneshot, rpc_server)
+COMMANDS = (list_envs, info, tune, compare, tune_network, compare_network, show, microkernels, mapping, dataset,
+            train, oneshot, rpc_server)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

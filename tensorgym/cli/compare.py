@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS
@@ -74,21 +75,32 @@ def run(args: argparse.Namespace) -> int:
     shape = parse_shape(args.shape) or None
     db = database_path(args.db) if args.db is not None else default_path()
     target = rpc_target(args.rpc)
-    print(f"database: {db}" + (f"; timing on {target.label}" if target is not None else "")
-          + (f"; runs on the Ray cluster {args.ray}" if args.ray else ""), file=sys.stderr)
     board = compare(args.env_ids, args.agents, budget=args.budget, seeds=args.seeds, db=db,
                     time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
                     time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
                     progress=not args.quiet, remeasure=args.remeasure, shape=shape, native_blas=args.native_blas,
                     target=target, ray=args.ray, space=args.space, dtype=args.dtype,
                     agent_options=_agent_options(args))
+    # Named once compare() has checked every option and opened the database (it offers no earlier hook):
+    # a refused command prints its error alone, as compare-network does.
+    print(f"database: {db}" + (f"; timing on {target.label}" if target is not None else "")
+          + (f"; runs on the Ray cluster {args.ray}" if args.ray else ""), file=sys.stderr)
+    return report(text_table(board), caption(board), board.errors,
+                  lambda e: f"{e['agent']} on {e['env']} (seed {e['seed']})", f"{Path(args.out).resolve()} "
+                  f"(compare.html, compare.csv, compare.json, compare.md, results/, plots/)", busy_summary(board))
+
+
+def report(table: str, note: str, errors: list[dict], which: Callable[[dict], str], written: str,
+           warning: str = "") -> int:
+    """Print a board (of ``compare`` or ``compare-network``): its table and caption (``note``), a ``warning`` on
+    stderr, each failed run (``which`` run, the first line of its error) and where the files are (``written``).
+    Returns the exit status: 1 when a run failed."""
     print()
-    print(text_table(board))
-    print(f"\n{caption(board)}")
-    if busy := busy_summary(board):
-        print(busy, file=sys.stderr)
-    for error in board.errors:
-        print(f"FAILED: {error['agent']} on {error['env']} (seed {error['seed']}): {error['error'].splitlines()[0]}")
-    print(f"written to {Path(args.out).resolve()} (compare.html, compare.csv, compare.json, compare.md, results/, "
-          f"plots/)")
-    return 1 if board.errors else 0
+    print(table)
+    print(f"\n{note}")
+    if warning:
+        print(warning, file=sys.stderr)
+    for error in errors:
+        print(f"FAILED: {which(error)}: {error['error'].splitlines()[0]}")
+    print(f"written to {written}")
+    return 1 if errors else 0

@@ -11,6 +11,7 @@ from tensorgym.networks import resolve_network
 from tensorgym.tuner import check_budget
 
 from .args import float_list, int_list, seed_list
+from .compare import report
 from .tune_network import add_network_arguments, default_budget
 
 
@@ -49,10 +50,5 @@ def run(args: argparse.Namespace) -> int:
                             trial_points=args.trial_points, time_points=args.time_points,
                             vendor=not args.no_vendor, make_plot=not args.no_plot, progress=not args.quiet)
     print(f"database: {db}", file=sys.stderr)
-    print()
-    print(text_table(board))
-    print(f"\n{caption(board)}")
-    for error in board.errors:
-        print(f"FAILED: {error['scheduler']} (seed {error['seed']}): {error['error'].splitlines()[0]}")
-    print(f"written to {Path(args.out).resolve()} (compare_network.csv, .json, .md, .png, results/)")
-    return 1 if board.errors else 0
+    return report(text_table(board), caption(board), board.errors, lambda e: f"{e['scheduler']} (seed {e['seed']})",
+                  f"{Path(args.out).resolve()} (compare_network.csv, .json, .md, .png, results/)")

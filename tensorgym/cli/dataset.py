@@ -90,11 +90,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     if not tasks:
         raise InvalidArgumentError("no layer to measure: give --tasks N or --include PATTERN")
     db = args.db if args.db is not None else default_path()
-    print(f"database: {db}", file=sys.stderr)
-    included = sum(wl.key in {i.key for i in include} for wl in tasks)
-    print(f"{len(tasks)} layers ({included} included, {len(tasks) - included} drawn from {len(prior)} "
-          f"shapes of the prior) x {args.per_task} measurements", file=sys.stderr)
     with Database(db) as database:
+        print(f"database: {db}", file=sys.stderr)  # once it opened: a refused command prints its error alone
+        included = sum(wl.key in {i.key for i in include} for wl in tasks)
+        print(f"{len(tasks)} layers ({included} included, {len(tasks) - included} drawn from {len(prior)} "
+              f"shapes of the prior) x {args.per_task} measurements", file=sys.stderr)
         outcomes = build_dataset(tasks, database, per_task=args.per_task, hop_share=args.hop_share,
                                  seed=args.seed, progress=not args.quiet)
     rows = [(o.workload.label, o.workload.describe(), f"{o.ok}/{o.records}", f"{o.best_gflops:.1f}", o.measured,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from tensorgym.spaces.microkernel import DEFAULT_THRESHOLD, calibrate, load_catalogue
+from tensorgym.calibration import calibrate
+from tensorgym.spaces.microkernel import DEFAULT_THRESHOLD, load_catalogue
 
 from .args import fraction
 

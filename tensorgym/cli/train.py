@@ -74,6 +74,13 @@ def run(args: argparse.Namespace) -> int:
     db = args.db if args.db is not None else default_path()
     held_out = _layers(args.eval_envs, db) if args.eval_envs.strip() else []
     layers = _layers(args.envs, db, exclude=held_out)
+    # The database is checked before it is named, so that a refused one prints its error alone: an existing
+    # path must open as a tensorgym database (not a directory, not another file); the replay backend needs one.
+    if Path(db).exists() or Path(db).is_symlink():
+        Database(db, readonly=True).close()
+    elif args.backend == "replay":
+        raise InvalidArgumentError(f"{db} does not exist: the replay backend trains on a dataset "
+                                   f"(`tensorgym dataset build --db {db}`)")
     print(f"database: {db}", file=sys.stderr)
     print(f"training {args.algo} on {len(layers)} layer(s), {args.backend} backend, {args.timesteps} steps; "
           f"{len(held_out)} held-out layer(s)", file=sys.stderr)

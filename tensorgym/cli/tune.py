@@ -12,7 +12,7 @@ from tensorgym.database import database_path, default_path
 from tensorgym.envs.registration import make_env, with_layout, workload_of
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.record import BUSY_SHARE
-from tensorgym.target import resolve_target
+from tensorgym.target import RUNNABLE_PROFILES, resolve_target
 from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, check_budget
 from tensorgym.workloads import SUPPORTED_DTYPES
@@ -42,15 +42,17 @@ def add_parser(subparsers) -> None:
     p.add_argument("env_id", help="e.g. Conv2d-ResNet-R5-v0 (see `tensorgym list`)")
     p.add_argument("--shape", help="shape of tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, e.g. M=512,N=768,K=3072")
     p.add_argument("--agent", default="random", help="search agent (default: random)")
-    p.add_argument("--target", default="llvm", choices=("llvm", "cuda"),
-                   help="llvm (this CPU, default) or cuda (this machine's GPU)")
+    p.add_argument("--target", default="llvm", choices=("llvm", "native", "cuda", *RUNNABLE_PROFILES),
+                   help="llvm (this CPU, default; after $TENSORGYM_CPU), native (this CPU as it is), cuda (this "
+                        "machine's GPU), or a CPU profile this CPU acts as (x86-64-v3: AVX2 + FMA; `tensorgym info`)")
     p.add_argument("--space", default=None, choices=tuple(ENVS),
                    help="search space (default: the agent's, tiles for most; mapping for int8 and bf16)")
     p.add_argument("--dtype", default="float32", choices=SUPPORTED_DTYPES,
                    help="data type (default: float32; int8 = uint8 x int8 -> int32, bf16 -> fp32; "
                         "float16 -> fp32 on a GPU)")
-    p.add_argument("--layout", choices=("NCHW", "NHWC", "NCHWc"), default=None,
-                   help="conv2d data layout (default: the env's, NCHW); NHWC and NCHWc are oneDNN's")
+    p.add_argument("--layout", choices=("NCHW", "NHWC", "NCHWc", "NCHW8c", "NCHW16c"), default=None,
+                   help="conv2d data layout (default: the env's, NCHW); NHWC and NCHWc are oneDNN's, NCHWc "
+                        "blocking channels by the target's fp32 lanes (NCHW16c on AVX-512, NCHW8c on AVX2)")
     p.add_argument("--packing", choices=("in-kernel", "weights", "all"), default=None,
                    help="what the kernel receives packed: tiles space (NCHW conv2d) in-kernel or weights; "
                         "microkernel space in-kernel (default), weights or all. The vendor reference is then "
@@ -85,11 +87,11 @@ def agent_options(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     # Everything that can be refused is checked before the database file is created.
     workload = workload_of(args.env_id, parse_shape(args.shape)).with_dtype(args.dtype)
-    if args.layout:
-        workload = with_layout(workload, args.layout)
-    if args.rpc is not None and args.target != "llvm":
+    if args.rpc is not None and args.target not in ("llvm", "native"):
         raise InvalidArgumentError(f"--rpc times on a remote CPU; it does not combine with --target {args.target}")
     target = resolve_target(args.target)  # this CPU, or this machine's GPU (one clear error without one)
+    if args.layout:
+        workload = with_layout(workload, args.layout, target)
     agent = make_agent(args.agent, **agent_options(args))
     space = args.space or default_space(agent, workload, target)
     agent.check_space(space)
@@ -101,10 +103,11 @@ def run(args: argparse.Namespace) -> int:
     remote = rpc_target(args.rpc)
     target = remote if remote is not None else target
     db = database_path(args.db) if args.db is not None else default_path()
+    env = make_env(workload, space=space, db=db, target=target,
+                   **({"packing": args.packing} if args.packing else {}))  # opens the database
+    # Named once it opened: a refused command prints its error alone.
     print(f"database: {db}" + (f"; timing on {target.label}" if target.kind == "cuda" or remote is not None else ""),
           file=sys.stderr)
-    env = make_env(workload, space=space, db=db, target=target,
-                   **({"packing": args.packing} if args.packing else {}))
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())

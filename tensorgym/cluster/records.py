@@ -4,9 +4,9 @@
   runs as a Ray actor on the driver's node (the file stays on the driver's disk;
   no SQLite file is shared over a network file system). Actor calls run one at a
   time, so it needs no lock.
-* :class:`NodeDatabase` is what a run on a node measures into. It is a real
-  :class:`~tensorgym.database.Database` (a scratch file on the node), so envs,
-  evaluators and agents use it unchanged, with two differences:
+* :class:`NodeDatabase` is what a run on a node measures into. It implements the
+  :class:`~tensorgym.database.Database` interface over a scratch SQLite file on the
+  node, so envs, evaluators and agents use it unchanged, with two differences:
 
   - ``commit`` sends the record to the writer and waits until the writer has
     committed it to the user's file, *then* keeps it locally and returns: every
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..database import Database
+from ..database import Database, SQLiteDatabase
 from ..record import Record, Status
 from ..target import Target
 from ..workloads import Workload
@@ -94,16 +94,19 @@ class RecordWriter:
 
 
 class NodeDatabase(Database):
-    """A run's database on a node: a scratch file in front of the user's database, reached through the writer.
+    """A run's database on a node: a scratch SQLite file in front of the user's database, reached through the
+    writer (the same interface as the user's :class:`~tensorgym.database.Database`).
 
-    ``writer`` is the handle of the :class:`RecordWriter` actor; ``tag`` names the run.
+    ``writer`` is the handle of the :class:`RecordWriter` actor; ``tag`` names the run. Writes go to the
+    writer first (the durable store), then to the scratch file; a config the scratch file lacks is asked
+    of the writer; the rest is read from the scratch file.
     """
 
     writer: Any
 
     def __init__(self, path: str | Path, writer, tag: str):
-        super().__init__(path)
-        self._conn.execute("PRAGMA synchronous = OFF")  # a scratch copy: the writer's file is the durable one
+        self._local = SQLiteDatabase(path, durable=False)  # the writer's file is the durable one
+        self.path = self._local.path
         self.writer = writer
         self.tag = tag
 
@@ -112,25 +115,46 @@ class NodeDatabase(Database):
 
         return ray.get(getattr(self.writer, method).remote(*args), timeout=WRITER_TIMEOUT)
 
+    def close(self) -> None:
+        self._local.close()
+
     def register(self, workload: Workload, target: Target) -> None:
         self._call("register", workload, target)
-        super().register(workload, target)
+        self._local.register(workload, target)
 
     def commit(self, record: Record) -> Record:
         """Commit ``record`` to the user's database (through the writer), then keep the stored row here."""
         stored = self._call("commit", self.tag, record)
-        return super().commit(stored)
+        return self._local.commit(stored)
+
+    def retimed(self, stored: Record, timed: Record) -> Record:
+        return self._local.retimed(stored, timed)
 
     def get(self, workload: str, target: str, space: str, config: Config) -> Record | None:
-        record = super().get(workload, target, space, config)
+        record = self._local.get(workload, target, space, config)
         if record is None:
             record = self._call("get", workload, target, space, config)
             if record is not None:
-                record = super().commit(record)
+                record = self._local.commit(record)
         return record
 
     def records(self, workload: str | None = None, target: str | None = None, space: str | None = None,
                 status: Status | None = None) -> list[Record]:
         for record in self._call("records", workload, target, space, status):
-            super().commit(record)
-        return super().records(workload, target, space, status)
+            self._local.commit(record)
+        return self._local.records(workload, target, space, status)
+
+    def best(self, workload: str, target: str | None = None, space: str | None = None, k: int = 1) -> list[Record]:
+        return self._local.best(workload, target, space, k)
+
+    def count(self, workload: str | None = None, target: str | None = None, space: str | None = None) -> int:
+        return self._local.count(workload, target, space)
+
+    def workloads(self) -> dict[str, Workload]:
+        return self._local.workloads()
+
+    def targets(self) -> dict[str, Target]:
+        return self._local.targets()
+
+    def summaries(self):
+        return self._local.summaries()

@@ -142,7 +142,7 @@ def _explore_task(workload: Workload, database: Database, target: Target, measur
         rng = np.random.default_rng(seed)
         ga_budget = per_task - int(round(hop_share * per_task))
         if ga_budget > 0:
-            ga_trajectory(Tuner(evaluator, budget=ga_budget, callback=callback, label=workload.label), rng, seed)
+            ga_trajectory(Tuner(evaluator, budget=ga_budget, callback=callback, label=workload.label), seed)
         missing = per_task - count()
         if missing > 0:
             starts = database.best(workload.key, target.fingerprint, space.name, k=8)

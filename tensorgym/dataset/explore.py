@@ -33,10 +33,9 @@ from ..tuner import Tuner
 DATASET_GA_OPTIONS = {"batch_size": 16, "num_warmup_sample": 16, "population": 512}
 
 
-def ga_trajectory(tuner: Tuner, rng: np.random.Generator, seed: int, **ga_options) -> dict:
-    """Run the ``ga`` agent's search on ``tuner`` until its budget is spent; returns the search's facts."""
-    agent = make_agent("ga", **{**DATASET_GA_OPTIONS, **ga_options})
-    return agent.search(tuner, rng, seed) or {}
+def ga_trajectory(tuner: Tuner, seed: int, **ga_options) -> dict:
+    """Run the ``ga`` strategy (seeded by ``seed``) on ``tuner`` until its budget is spent; returns its facts."""
+    return tuner.run(make_agent("ga", **{**DATASET_GA_OPTIONS, **ga_options}), seed)
 
 
 def hop_walk(tuner: Tuner, rng: np.random.Generator, starts: Sequence[Record] = ()) -> int:

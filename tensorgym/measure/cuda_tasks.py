@@ -1,12 +1,13 @@
 """The CUDA halves of a measurement: building (in the builder pool) and running (in the CUDA runner).
 
-:func:`build` (the CUDA runner's ``build_task``) asks the space for its :class:`~tensorgym.cuda.kernel.CudaKernel`
-(TVM-generated source, or a CUTLASS operator), compiles it with nvcc (cached by content)
-and writes a small JSON *manifest* beside the artifacts: where the binary is and how to
-launch it. ``run_cuda`` runs in the CUDA runner's process, which keeps one CUDA context
-(:class:`~tensorgym.cuda.driver.GpuSession`) for its whole life:
+:func:`build` (the CUDA runner's ``build_task``) asks the space's builder for its
+:class:`~tensorgym.cuda.kernel.CudaKernel` (TVM-generated source, or a CUTLASS operator),
+compiles it with nvcc (cached by content) and writes a small JSON *manifest* beside the
+artifacts: where the binary is and how to launch it. ``run_cuda`` runs in the CUDA
+runner's process, which keeps one CUDA context (:class:`~tensorgym.cuda.driver.GpuSession`)
+for its whole life:
 
-1. the space's ``kernel_arguments`` are uploaded (the output filled with NaN when the
+1. the builder's ``kernel_arguments`` are uploaded (the output filled with NaN when the
    result is checked, so a kernel that forgets to write fails); then the child reports
    that the kernel runs (``mark("kernel")``: a fault signal from here on is the kernel's);
 2. the first call (after ``process_warmup_ms`` of calls in a fresh process, which also
@@ -39,7 +40,7 @@ from typing import Any, Callable
 from ..config import Config
 from ..cuda.driver import CudaError, GpuSession, load_library, unload_library
 from ..cuda.nvcc import compile_cuda
-from ..spaces.base import Space
+from ..spaces.builder import KernelBuilder
 from ..target import cuda_ordinal
 from .faults import InfrastructureFault, infrastructure_cause, low_disk
 from .protocol import TimingProtocol
@@ -57,7 +58,7 @@ class KernelRejected(RuntimeError):
 
 
 # -- builder side -----------------------------------------------------------------------------
-def build(space: Space, config: Config, out_dir: str, fault: str | None = None) -> dict[str, Any]:
+def build(builder: KernelBuilder, config: Config, out_dir: str, fault: str | None = None) -> dict[str, Any]:
     """Generate, compile (nvcc, cached) and describe ``config``'s kernel: ``{"path": manifest, "seconds": s}``.
 
     As :func:`tensorgym.measure.tasks.build`: a failure while the disk is (almost) full is the machine's
@@ -68,7 +69,7 @@ def build(space: Space, config: Config, out_dir: str, fault: str | None = None) 
     try:
         if fault == "nospace":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), out_dir)
-        kernel = space.cuda_kernel(config)
+        kernel = builder.cuda_kernel(config)
         compiled = compile_cuda(kernel.source, output=kernel.output, gencode=kernel.gencode, flags=kernel.flags,
                                 include_dirs=kernel.include_dirs)
         manifest.write_text(json.dumps({**kernel.manifest(compiled.path, compiled.resources),
@@ -90,7 +91,7 @@ def session() -> GpuSession:
     return _session
 
 
-def run_cuda(space: Space, config: Config, manifest_path: str, *, check: bool, protocol: TimingProtocol,
+def run_cuda(builder: KernelBuilder, config: Config, manifest_path: str, *, check: bool, protocol: TimingProtocol,
              fault: str | None = None, incumbent_s: float | None = None) -> dict[str, Any]:
     """Load, check and time a built CUDA kernel (see the module docs); the runner's entry point.
 
@@ -99,8 +100,8 @@ def run_cuda(space: Space, config: Config, manifest_path: str, *, check: bool, p
     """
     manifest = json.loads(Path(manifest_path).read_text())
     gpu = session()
-    inputs, reference = reference_data(space.workload)
-    arrays = space.kernel_arguments(config, inputs)
+    inputs, reference = reference_data(builder.workload)
+    arrays = builder.kernel_arguments(config, inputs)
     if check:
         arrays[-1] = poisoned_like(arrays[-1])  # outputs the kernel forgets to write then fail
     pointers: list[int] = []
@@ -116,9 +117,9 @@ def run_cuda(space: Space, config: Config, manifest_path: str, *, check: bool, p
 
         first_call_s = protocol.first_call(call)
         if check:
-            out = space.canonical_output(config, [*arrays[:-1], gpu.download(pointers[-1], arrays[-1])])
+            out = builder.canonical_output(config, [*arrays[:-1], gpu.download(pointers[-1], arrays[-1])])
             err = relative_error(out, reference)
-            tolerance = space.workload.tolerance(protocol.rtol, tensor_cores=space.tensor_cores)
+            tolerance = builder.workload.tolerance(protocol.rtol, tensor_cores=builder.tensor_cores)
             if not err <= tolerance:
                 return {"status": "wrong_result", "error": f"max relative error {err:.3g} > {tolerance:g}"}
         before = gpu.clocks.read()

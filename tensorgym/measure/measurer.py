@@ -31,6 +31,12 @@ the database), the runner times a kernel whose first call is already several
 times slower with one sample only (``Record.timing == "short"``); the
 incumbent improves as faster kernels of the batch are timed.
 
+The measurer sees a space only through its
+:class:`~tensorgym.spaces.builder.KernelBuilder` (:meth:`Space.builder()
+<tensorgym.spaces.base.Space.builder>`): that is what the builder pool and the
+runner receive, with each config; the space itself gives the records their keys
+(its name, workload and target).
+
 The target decides the default runner (:func:`runner_for`): a
 :class:`~tensorgym.measure.runner.LocalRunner` (a child process on this
 machine) for the local CPU, a :class:`~tensorgym.measure.runner.CudaRunner`
@@ -60,6 +66,7 @@ from ..config import Config
 from ..errors import InvalidArgumentError, InvalidTypeError
 from ..record import Record, Status, summarize_samples
 from ..spaces.base import Space
+from ..spaces.builder import KernelBuilder
 from ..target import Target, resolve_target
 from .faults import (InfrastructureError, build_crash_is_schedule_fault, crash_is_kernel_fault,
                      timeout_is_kernel_fault)
@@ -165,11 +172,6 @@ class Measurer:
         self.runner.close()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
-    def __deepcopy__(self, memo) -> "Measurer":
-        # A measurer is a shared service (processes, a work dir): copies of an env's
-        # kwargs, as gym.make makes, share it rather than clone it.
-        return self
-
     def __del__(self):
         try:
             self.close()
@@ -212,12 +214,19 @@ class Measurer:
                                            f"{self.target.label}")
         if not kernels:
             return []
+        # What the workers receive: each space's kernel builder (one per space: a batch's configs share it).
+        made: dict[int, KernelBuilder] = {}
+        for space, _ in kernels:
+            if id(space) not in made:
+                made[id(space)] = space.builder()
+        kernel_builders = [made[id(space)] for space, _ in kernels]
         for worker in self._builders:
             _start_quietly(worker)  # start all together: their imports overlap
         _start_quietly(self.runner)
         t0 = time.monotonic()
-        builds = run_all(self._builders, [(self.runner.build_task, (space, c, self._workdir),
-                                           {"fault": self._fault(c, 0, BUILD_FAULTS)}) for space, c in kernels],
+        builds = run_all(self._builders, [(self.runner.build_task, (builder, c, self._workdir),
+                                           {"fault": self._fault(c, 0, BUILD_FAULTS)})
+                                          for builder, (_, c) in zip(kernel_builders, kernels)],
                          timeout=self.build_timeout)
         build_share = (time.monotonic() - t0) / len(kernels)
         self.kernels_built += len(kernels)
@@ -227,7 +236,8 @@ class Measurer:
         try:
             for index, ((space, config), built) in enumerate(zip(kernels, builds)):
                 key = space.workload.key
-                record, builds[index] = self._measure_one(space, config, built, check, build_share, best.get(key))
+                record, builds[index] = self._measure_one(space, kernel_builders[index], config, built, check,
+                                                          build_share, best.get(key))
                 trusted = record.ok and not record.short and not record.busy
                 if incumbents is not None and trusted and record.latency_s < best.get(key, float("inf")):
                     best[key] = record.latency_s
@@ -255,14 +265,15 @@ class Measurer:
             mode = mode.removesuffix("-once") if attempt == 0 else None
         return mode if mode in kinds else None
 
-    def _measure_one(self, space: Space, config: Config, built: Outcome, check: bool,
+    def _measure_one(self, space: Space, builder: KernelBuilder, config: Config, built: Outcome, check: bool,
                      build_share: float, incumbent_s: float | None = None) -> tuple[Record, Outcome]:
         """The record of one built kernel, repeating what the machine made fail (see the module docs).
         Also returns the build outcome finally used (its artifact is the caller's to remove)."""
         t0 = time.monotonic()
         attempt = 0
         while True:
-            record, machine_failed_in = self._attempt(space, config, built, check, build_share, attempt, incumbent_s)
+            record, machine_failed_in = self._attempt(space, builder, config, built, check, build_share, attempt,
+                                                      incumbent_s)
             if machine_failed_in is None or attempt >= self.infra_retries:
                 break
             attempt += 1
@@ -272,7 +283,7 @@ class Measurer:
             if machine_failed_in == "build":
                 if built.ok:
                     Path(built.value["path"]).unlink(missing_ok=True)
-                built = self._builders[0].call(self.runner.build_task, space, config, self._workdir,
+                built = self._builders[0].call(self.runner.build_task, builder, config, self._workdir,
                                                fault=self._fault(config, attempt, BUILD_FAULTS),
                                                timeout=self.build_timeout)
         if attempt:
@@ -280,8 +291,8 @@ class Measurer:
             record = replace(record, wall_s=build_share + (time.monotonic() - t0))
         return record, built
 
-    def _attempt(self, space: Space, config: Config, built: Outcome, check: bool, build_share: float,
-                 attempt: int, incumbent_s: float | None = None) -> tuple[Record, str | None]:
+    def _attempt(self, space: Space, builder: KernelBuilder, config: Config, built: Outcome, check: bool,
+                 build_share: float, attempt: int, incumbent_s: float | None = None) -> tuple[Record, str | None]:
         """One try: the record, and where the machine failed (``"build"``, ``"run"``) or None."""
         build_s = built.value["seconds"] if built.ok else built.seconds
         base = dict(workload=space.workload.key, target=self.target.fingerprint, space=space.name, config=config,
@@ -294,7 +305,7 @@ class Measurer:
                               **base), "build"
             return Record(status=Status.BUILD_ERROR, error=f"build: {built.error}"[:4000], **base), None
         timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
-        ran = self.runner.run(space, config, built.value["path"], check=check, timeout=timeout,
+        ran = self.runner.run(builder, config, built.value["path"], check=check, timeout=timeout,
                               fault=self._fault(config, attempt, RUN_FAULTS), incumbent_s=incumbent_s)
         self.kernels_run += 1
         base["run_s"] = ran.seconds

@@ -26,11 +26,13 @@ process on the device, so each kernel gets the protocol's process warm-up.
 with a hard time limit, and the remote part answers with a status:
 
 * a kernel that outlives the session's limit: ``timeout``;
-* a session that ends during the kernel (the kernel crashed the device's
-  session process, or the server went away): ``runtime_error``;
-* no server of the key registered at the tracker, or none free within
-  ``request_timeout``, or no tracker: ``runtime_error`` with the reason, at once.
-  Once a server is back, the next batch measures again.
+* a session that ends during the kernel while the device still serves (the
+  kernel crashed the device's session process): ``runtime_error``;
+* a server that went away during the kernel, no server of the key registered
+  at the tracker, none free within ``request_timeout``, or no tracker:
+  ``infra_error`` with the reason, at once (the machine's fault, not the
+  kernel's: it is measured again later). Once a server is back, the next batch
+  measures again.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import Any
 
 from ..config import Config
 from ..errors import TensorgymError
-from ..spaces.base import Space
+from ..spaces.builder import KernelBuilder
 from ..target import RemoteDevice, Target, TargetError
 from .protocol import TimingProtocol
 from .runner import Runner
@@ -90,7 +92,9 @@ def remote_target(tracker: str = "127.0.0.1:9190", key: str = "", *, request_tim
     if info.get("machine") != here:
         raise TargetError(f"the device {device.address} is a {info.get('machine')} machine and this one {here}: "
                           f"cross-compiling for another ISA is not supported; build on a {info.get('machine')} host")
-    target = Target.from_json({**info, "remote": device, "mcpu": None})
+    # The device's own mcpu: None (LLVM's name for its CPU, ``system_mcpu``) unless the server restricts its CPU
+    # to a profile (TENSORGYM_CPU=x86-64-v3 there), whose LLVM CPU is part of what the device is.
+    target = Target.from_json({**info, "remote": device, "mcpu": info.get("mcpu") if info.get("profile") else None})
     if info.get("fingerprint") != target.fingerprint:
         log.warning("device %s reports fingerprint %s, computed here as %s (another tensorgym version on the "
                     "server?); records are keyed by %s", device.address, info.get("fingerprint"),
@@ -118,9 +122,9 @@ class RPCRunner(Runner):
     def start(self) -> None:
         self._worker.start()
 
-    def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
+    def run(self, builder: KernelBuilder, config: Config, artifact: str, *, check: bool, timeout: float,
             fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
-        return self._worker.call(f"{_SELF}:run_remote", space, config, artifact, device=self.device, check=check,
+        return self._worker.call(f"{_SELF}:run_remote", builder, config, artifact, device=self.device, check=check,
                                  protocol=self.protocol, fault=fault, session_timeout=timeout,
                                  incumbent_s=incumbent_s, timeout=timeout + self.device.request_timeout + _MARGIN)
 
@@ -219,7 +223,7 @@ def describe_device(device: RemoteDevice) -> dict[str, Any]:
         del describe, session  # a remote handle keeps the session (and so the server) busy
 
 
-def run_remote(space: Space, config: Config, path: str, *, device: RemoteDevice, check: bool,
+def run_remote(builder: KernelBuilder, config: Config, path: str, *, device: RemoteDevice, check: bool,
                protocol: TimingProtocol, fault: str | None, session_timeout: float,
                incumbent_s: float | None = None) -> dict[str, Any]:
     """The RPC runner's entry point: upload the library at ``path``, then check and time it on the device.
@@ -241,9 +245,9 @@ def run_remote(space: Space, config: Config, path: str, *, device: RemoteDevice,
         session.upload(path)
         module = session.load_module(Path(path).name)
         if fault is not None:
-            _run_fault(session, space.target, fault)
+            _run_fault(session, builder.target, fault)
         # The session is a process that has timed nothing yet: it gets the protocol's process warm-up.
-        return check_and_time(module, session.cpu(0), space, config, check=check, protocol=protocol,
+        return check_and_time(module, session.cpu(0), builder, config, check=check, protocol=protocol,
                               fresh_process=True, incumbent_s=incumbent_s)
     except RPCSessionTimeoutError:
         return {"status": "timeout", "error": f"rpc: the kernel did not finish within the session's "

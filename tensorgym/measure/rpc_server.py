@@ -23,12 +23,23 @@ three changes that a measuring service needs:
 The session processes run kernels with every core of the machine
 (``TVM_NUM_THREADS``), as the local runner does.
 
+**Trust.** TVM RPC has no authentication and no encryption: whoever can reach
+the server's port can upload a library and run it, that is run any code on
+this machine as the server's user. So by default the server listens only on
+the interface this machine reaches the tracker through (:func:`default_host`:
+loopback for a tracker on this machine, the private LAN address for a tracker
+on the LAN), the address the tracker gives clients anyway; and it warns, in
+one line, when it listens on a public address or on every interface of a
+machine that has a public one (:func:`exposure_warning`). Run it on a trusted
+network only, or firewall its ports to the clients.
+
 ``tvm.rpc.server.PopenRPCServerState`` and ``_serving`` are TVM internals; tensorgym
 pins TVM 0.27, and the tests run this server end to end.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -114,6 +125,80 @@ def _install_cleanup() -> None:
     os.register_at_fork(after_in_child=default_handlers_in_child)
 
 
+def default_host(tracker: tuple[str, int]) -> str:
+    """The local address this machine reaches ``tracker`` from: where the server listens by default.
+
+    A UDP socket ``connect()``-ed to the tracker (which sends nothing) gets the address the
+    routing table picks for it (``getsockname``): ``127.0.0.1`` for a tracker on this machine,
+    the LAN address for one on the LAN. The tracker tells clients this same address.
+    """
+    host, port = tracker
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+    except socket.gaierror as exc:
+        raise TensorgymError(f"cannot resolve the tracker's host {host!r}: {exc.strerror}") from None
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)  # IPv4 first, as TVM's tracker is usually reached
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(address)
+        except OSError as exc:
+            raise TensorgymError(f"no route to the tracker {host}:{port} ({exc.strerror or exc}); name the "
+                                 f"address to listen on with --host") from None
+        return probe.getsockname()[0]
+
+
+def _public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return not (address.is_private or address.is_loopback or address.is_link_local or address.is_unspecified)
+
+
+def _interface_addresses() -> list[str]:
+    import psutil
+
+    return [a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs
+            if a.family in (socket.AF_INET, socket.AF_INET6)]
+
+
+def exposure_warning(host: str, interfaces: list[str] | None = None) -> str | None:
+    """One line of warning when listening on ``host`` exposes the server beyond private networks, else None.
+
+    A public address (neither private nor loopback, per :mod:`ipaddress`) is exposed; so is an
+    unspecified one (``0.0.0.0``, ``::``: every interface) on a machine with a public address
+    among its ``interfaces`` (default: this machine's). A host name is resolved first.
+    """
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            address = ipaddress.ip_address(socket.gethostbyname(host))
+        except (OSError, ValueError):
+            return None  # listening on it will fail with its own error
+    risk = ("TVM RPC has no authentication: anyone who reaches the port can run any code on this machine as "
+            "this user; listen on a private or loopback address (--host) or firewall the port")
+    if address.is_unspecified:
+        public = []
+        for name in _interface_addresses() if interfaces is None else interfaces:
+            try:
+                if _public(ipaddress.ip_address(name)):
+                    public.append(name)
+            except ValueError:
+                continue
+        if public:
+            return f"the device server listens on every interface ({host}), public {', '.join(public)} included: " \
+                   + risk
+        return None
+    if _public(address):
+        return f"the device server listens on {host}, a public address: " + risk
+    return None
+
+
+def warn_if_exposed(host: str) -> None:
+    """Log :func:`exposure_warning`'s line, if any."""
+    text = exposure_warning(host)
+    if text:
+        log.warning(text)
+
+
 def _wait_for_tracker(tracker: tuple[str, int], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -128,11 +213,13 @@ def _wait_for_tracker(tracker: tuple[str, int], timeout: float) -> None:
             time.sleep(0.5)
 
 
-def serve(tracker: tuple[str, int], key: str, *, host: str = "0.0.0.0", port: int = 9090, port_end: int = 9199,
+def serve(tracker: tuple[str, int], key: str, *, host: str | None = None, port: int = 9090, port_end: int = 9199,
           custom_addr: str | None = None, on_ready: Callable[[int], None] | None = None,
           tracker_timeout: float = 30.0) -> int:
     """Serve this machine's CPU under ``key`` at ``tracker`` until a signal stops it; returns an exit code.
 
+    ``host`` is the address to listen on (default: :func:`default_host`, the interface that
+    reaches the tracker; see the module docs on trust: a public one is warned about).
     ``port`` .. ``port_end`` is the range the server may listen on (the first free
     one is taken); ``custom_addr`` is the address the tracker gives clients (default:
     the address the server reaches the tracker from). ``on_ready(port)`` is called
@@ -140,6 +227,9 @@ def serve(tracker: tuple[str, int], key: str, *, host: str = "0.0.0.0", port: in
     seconds is an error.
     """
     _wait_for_tracker(tracker, tracker_timeout)
+    if host is None:
+        host = default_host(tracker)
+    warn_if_exposed(host)
     _install_cleanup()
     os.environ["TVM_NUM_THREADS"] = str(local_cpu().num_cores)  # before TVM starts a thread pool
     import tvm  # noqa: F401 - loaded once here: forked sessions start with it

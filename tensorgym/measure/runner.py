@@ -1,7 +1,8 @@
 """The Runner seam: what loads, checks and times a built kernel, isolated from the caller.
 
 The :class:`~tensorgym.measure.Measurer` builds a batch of kernels in its
-builder pool (with the runner's ``build_task``), then hands each built artifact
+builder pool (with the runner's ``build_task`` and each space's
+:class:`~tensorgym.spaces.builder.KernelBuilder`), then hands each built artifact
 (a shared library on this machine's disk; for the CUDA runner, a manifest of a
 cubin or a CUTLASS library) to its :class:`Runner`, one at a time. A runner answers with
 an :class:`~tensorgym.measure.worker.Outcome`, never an exception: ``ok`` with
@@ -32,7 +33,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from ..config import Config
-from ..spaces.base import Space
+from ..spaces.builder import KernelBuilder
 from ..target import Target
 from .protocol import TimingProtocol
 from .worker import Outcome, Worker
@@ -60,9 +61,12 @@ class Runner(ABC):
         self.protocol = protocol or TimingProtocol()
 
     @abstractmethod
-    def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
+    def run(self, builder: KernelBuilder, config: Config, artifact: str, *, check: bool, timeout: float,
             fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
         """Load ``artifact`` (the built kernel of ``config``), check it if ``check``, and time it.
+
+        ``builder`` (the space's :class:`~tensorgym.spaces.builder.KernelBuilder`) gives the kernel's
+        arguments, the runtime set-up it needs and its output in the workload's layout.
 
         ``incumbent_s`` is the fastest latency known for the workload, passed on to
         :func:`~tensorgym.measure.tasks.check_and_time` (a much slower kernel is timed short).
@@ -112,9 +116,9 @@ class LocalRunner(Runner):
     def start(self) -> None:
         self._worker.start()
 
-    def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
+    def run(self, builder: KernelBuilder, config: Config, artifact: str, *, check: bool, timeout: float,
             fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
-        return self._worker.call(f"{_TASKS}:run_local", space, config, artifact, check=check,
+        return self._worker.call(f"{_TASKS}:run_local", builder, config, artifact, check=check,
                                  protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, timeout=timeout)
 
     def close(self) -> None:
@@ -166,9 +170,9 @@ class CudaRunner(Runner):
             raise TargetError(f"this machine's GPU {ordinal} is a {here}, not the {self.target.device.name} the "
                               f"target describes; measure with target='cuda'")
 
-    def run(self, space: Space, config: Config, artifact: str, *, check: bool, timeout: float,
+    def run(self, builder: KernelBuilder, config: Config, artifact: str, *, check: bool, timeout: float,
             fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
-        outcome = self._worker.call("tensorgym.measure.cuda_tasks:run_cuda", space, config, artifact, check=check,
+        outcome = self._worker.call("tensorgym.measure.cuda_tasks:run_cuda", builder, config, artifact, check=check,
                                     protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, timeout=timeout)
         if outcome.kind == "error" and "GpuContextLost" in outcome.error:
             self._worker.close()  # the next kernel gets a fresh process and context

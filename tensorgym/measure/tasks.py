@@ -1,6 +1,7 @@
 """Functions that run inside worker processes (see :mod:`.worker`).
 
-``build`` runs in the builder pool: schedule, compile, link a shared library.
+``build`` runs in the builder pool: schedule (the space's
+:class:`~tensorgym.spaces.builder.KernelBuilder`), compile, link a shared library.
 :func:`check_and_time` is the device side every :class:`~.runner.Runner`
 shares: fill the kernel's arguments, make the first (checked) call, compare
 with the NumPy reference when asked, and time the kernel with the
@@ -25,7 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..config import Config
-from ..spaces.base import Space
+from ..spaces.builder import KernelBuilder
 from ..target import Target
 from ..workloads import Workload
 from .faults import InfrastructureFault, infrastructure_cause, low_disk
@@ -46,8 +47,8 @@ def _tvm_target(target):
     return target.tvm_target()
 
 
-def build(space: Space, config: Config, out_dir: str, fault: str | None = None) -> dict[str, Any]:
-    """Apply ``config``, compile it, and link it as ``out_dir/<uuid>.so``.
+def build(builder: KernelBuilder, config: Config, out_dir: str, fault: str | None = None) -> dict[str, Any]:
+    """Apply ``config`` with ``builder``, compile it, and link it as ``out_dir/<uuid>.so``.
 
     A failure while the output or temporary directory is (almost) full is raised as an
     :class:`~.faults.InfrastructureFault`: the compiler's error is then not the schedule's fault.
@@ -56,7 +57,7 @@ def build(space: Space, config: Config, out_dir: str, fault: str | None = None) 
     try:
         if fault == "nospace":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), out_dir)
-        path = compile_library(space.apply(config), space.target, out_dir)
+        path = compile_library(builder.apply(config), builder.target, out_dir)
     except Exception as exc:
         cause = infrastructure_cause(exc) or low_disk(out_dir, tempfile.gettempdir())
         if cause:
@@ -156,7 +157,7 @@ def poisoned_like(array: np.ndarray) -> np.ndarray:
     return np.full_like(array, np.nan)
 
 
-def run_local(space: Space, config: Config, path: str, *, check: bool, protocol: TimingProtocol,
+def run_local(builder: KernelBuilder, config: Config, path: str, *, check: bool, protocol: TimingProtocol,
               fault: str | None = None, incumbent_s: float | None = None) -> dict[str, Any]:
     """The local runner: load the library at ``path`` on this machine's CPU, then :func:`check_and_time`.
 
@@ -166,18 +167,20 @@ def run_local(space: Space, config: Config, path: str, *, check: bool, protocol:
     import tvm
 
     module = tvm.runtime.load_module(path)
-    return check_and_time(module, tvm.cpu(0), space, config, check=check, protocol=protocol, fault=fault,
+    return check_and_time(module, tvm.cpu(0), builder, config, check=check, protocol=protocol, fault=fault,
                           incumbent_s=incumbent_s)
 
 
-def check_and_time(module, device, space: Space, config: Config, *, check: bool, protocol: TimingProtocol,
+def check_and_time(module, device, builder: KernelBuilder, config: Config, *, check: bool, protocol: TimingProtocol,
                    fault: str | None = None, incumbent_s: float | None = None,
                    fresh_process: bool = False) -> dict[str, Any]:
     """Run a loaded kernel on a TVM ``device``: first call, NumPy check (if ``check``), then the protocol.
 
     Shared by every runner, so every kernel is checked and timed the same way
-    wherever it runs. ``incumbent_s``, the fastest latency known for the workload,
-    lets the protocol time a much slower kernel short. ``fresh_process``: the device
+    wherever it runs. ``builder`` (the space's :class:`~tensorgym.spaces.builder.KernelBuilder`)
+    prepares the process and gives the kernel's arguments and its output in the workload's
+    layout. ``incumbent_s``, the fastest latency known for the workload, lets the protocol
+    time a much slower kernel short. ``fresh_process``: the device
     runs the kernel in a process that has timed nothing yet (an RPC session), so it
     gets the process warm-up whatever this process timed before. Returns
     ``{"status": "ok", "samples": [...], "number": n, "contention": share, "dropped": n,
@@ -185,9 +188,9 @@ def check_and_time(module, device, space: Space, config: Config, *, check: bool,
     """
     import tvm
 
-    space.prepare_runtime()
-    inputs, reference = reference_data(space.workload)
-    arrays = space.kernel_arguments(config, inputs)
+    builder.prepare_runtime()
+    inputs, reference = reference_data(builder.workload)
+    arrays = builder.kernel_arguments(config, inputs)
     if check:
         arrays[-1] = poisoned_like(arrays[-1])  # outputs the kernel forgets to write then fail
     args = [tvm.runtime.tensor(a, device) for a in arrays]
@@ -197,9 +200,9 @@ def check_and_time(module, device, space: Space, config: Config, *, check: bool,
     # warm-up, and the checked call
     first_call_s = protocol.first_call(lambda: module["main"](*args), force=fresh_process)
     if check:
-        out = space.canonical_output(config, [a.numpy() for a in args])
+        out = builder.canonical_output(config, [a.numpy() for a in args])
         err = relative_error(out, reference)
-        tolerance = space.workload.tolerance(protocol.rtol)
+        tolerance = builder.workload.tolerance(protocol.rtol)
         if not err <= tolerance:
             return {"status": "wrong_result", "error": f"max relative error {err:.3g} > {tolerance:g}"}
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..config import Config, ConfigError
 from .base import Space, SpaceError
+from .builder import KernelBuilder
 from .mapping import MappingSpace
 from .tiles import TilesSpace
 
-__all__ = ["Config", "ConfigError", "MappingSpace", "Space", "SpaceError", "TilesSpace"]
+__all__ = ["Config", "ConfigError", "KernelBuilder", "MappingSpace", "Space", "SpaceError", "TilesSpace"]

@@ -1,16 +1,18 @@
 """What every search space offers.
 
 A *space* is the set of valid schedules of one workload on one target. Its
-points are :class:`~tensorgym.config.Config` values. A space turns a config
-into a TVM ``IRModule`` with :meth:`Space.apply`; that call (and only that
-call) needs TVM, and it runs in build workers.
+points are :class:`~tensorgym.config.Config` values. A space is the search
+geometry agents see: sampling, moves, encodings, features. Turning a config
+into a kernel and running it is its :class:`~.builder.KernelBuilder`'s job
+(:meth:`Space.builder`), which is what the measurer receives; only the builder
+needs TVM, and it runs in build and run workers.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -18,6 +20,7 @@ from ..checks import generator, integer
 from ..config import Config, ConfigError
 from ..target import Target
 from ..workloads import Workload
+from .builder import KernelBuilder
 
 MAX_SAMPLES = 1 << 16  # configs one sample_many call may ask for
 MAX_HOPS = 4  # coordinate moves one neighbours() call may combine (the neighbourhood grows as C(m, hops) 2^hops)
@@ -30,8 +33,9 @@ class SpaceError(ConfigError):
 class Space(ABC):
     """The valid schedules of one workload on one target.
 
-    Subclasses declare ``name`` and implement the abstract methods. They must be
-    picklable: build workers receive ``(space, config)`` and call :meth:`apply`.
+    Subclasses declare ``name``, implement the abstract methods and name their
+    :class:`~.builder.KernelBuilder` in ``builder_class``. They must be picklable: build
+    and run workers receive the space's builder (which holds the space) and a config.
 
     Every method that takes a config raises :class:`SpaceError` (a ``ValueError``)
     saying what is wrong when the config is not a :class:`Config` of this space
@@ -46,6 +50,8 @@ class Space(ABC):
     tensor_cores: bool = False
     feature_names: tuple[str, ...] = ()  # what :meth:`features` returns, in order
     generic_feature_names: tuple[str, ...] = ()  # what :meth:`generic_features` returns, in order
+    # What builds and runs the space's kernels (None: a space of geometry only, which nothing can measure).
+    builder_class: ClassVar[type[KernelBuilder] | None] = None
 
     def __init__(self, workload: Workload, target: Target):
         self.workload = workload
@@ -79,9 +85,11 @@ class Space(ABC):
     def check(self, config: Config) -> None:
         """Raise :class:`SpaceError` saying what is wrong, if ``config`` is not in the space."""
 
-    @abstractmethod
-    def apply(self, config: Config):
-        """The scheduled ``tvm.IRModule`` (needs TVM; runs in build workers)."""
+    def builder(self) -> KernelBuilder:
+        """The :class:`~.builder.KernelBuilder` of this space's kernels: what the measurer builds and runs with."""
+        if self.builder_class is None:
+            raise SpaceError(f"the {self.name!r} space builds no kernels: it has no builder_class")
+        return self.builder_class(self)
 
     def configs(self) -> list[Config]:
         """Every config of the space, for exhaustive search; only small spaces can list themselves."""
@@ -162,26 +170,6 @@ class Space(ABC):
                 out.append(config)
                 since_new = 0
         return out
-
-    def kernel_arguments(self, config: Config, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """The arrays the compiled kernel takes: inputs then an output buffer.
-
-        Spaces whose kernels expect pre-packed layouts override this and
-        :meth:`canonical_output`; the runner calls them, outside the timed region.
-        """
-        self.check(config)
-        return [*inputs, np.zeros(self.workload.output_shape, dtype=self.workload.output_dtype)]
-
-    def prepare_runtime(self) -> None:  # noqa: B027 - most spaces need nothing
-        """Prepare the process that runs this space's kernels (e.g. ask the OS for AMX tile state).
-
-        Runners call it before every kernel of the space, in the process that runs it; it must be cheap
-        when already done.
-        """
-
-    def canonical_output(self, config: Config, arguments: Sequence[np.ndarray]) -> np.ndarray:
-        """The workload's output, in its canonical layout, from the kernel's arguments."""
-        return arguments[-1]
 
     def describe(self, config: Config) -> str:
         self.check(config)

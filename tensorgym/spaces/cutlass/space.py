@@ -25,8 +25,8 @@ candidate. A config here is::
 fp16 and bf16 inputs are summed in fp32 and written as fp32; fp32 inputs run on TF32
 tensor cores (what TVM's CUTLASS port does, and what ``torch.backends.cuda.matmul.allow_tf32``
 allows cuBLAS). A conv is computed in NHWC/KRSC (CUTLASS's implicit GEMM supports no other
-layout): :meth:`CutlassSpace.kernel_arguments` repacks the NCHW/OIHW inputs outside the
-timed region and :meth:`CutlassSpace.canonical_output` turns the NHWC result back.
+layout): the space's builder (:class:`~.builder.CutlassBuilder`, which also emits the CUTLASS
+operator) repacks the NCHW/OIHW inputs outside the timed region and turns the NHWC result back.
 
 The bias of a ``bias_relu`` layer is chosen larger than any product sum can be
 (``K + 1 + column % 7``, inputs in [-1, 1)), so ReLU passes every value through and the
@@ -46,13 +46,13 @@ from math import ceil, log2
 import numpy as np
 
 from ...config import Config
-from ...cuda.kernel import CudaKernel
 from ...target import Target
 from ...workloads import Conv2d, Matmul, Workload
 from ..base import Space, SpaceError
 from ..tiles.features import wave_efficiency
 from ..tiles.space import Coordinate
 from . import emit
+from .builder import CutlassBuilder
 from .templates import FAMILY_2X, CutlassTile, candidate_tiles
 
 SWIZZLES = (1, 2, 4, 8)
@@ -81,6 +81,7 @@ class CutlassSpace(Space):
     """
 
     name = "cutlass"
+    builder_class = CutlassBuilder
     supported_dtypes = ("float16", "bf16", "float32")
     tensor_cores = True
     feature_names = CUTLASS_FEATURE_NAMES
@@ -270,57 +271,11 @@ class CutlassSpace(Space):
         return (f"{self.tile(config).describe()}, align {config['alignment']}, swizzle {config['swizzle']}, "
                 f"split-K {config['split_k']}, epilogue {_EPILOGUE_NAMES[config['epilogue']]}")
 
-    # -- arguments and kernels ----------------------------------------------------------------------
-    def kernel_arguments(self, config: Config, inputs) -> list[np.ndarray]:
-        """A and B (a conv's activations NHWC and weights KRSC), the bias of a ``bias_relu`` layer, the output."""
-        wl = self.workload
-        if isinstance(wl, Conv2d):
-            data, weights = inputs
-            arrays = [np.ascontiguousarray(x.transpose(0, 2, 3, 1)) for x in (data, weights)]  # NHWC, KRSC
-            output = np.zeros((wl.N, wl.OH, wl.OW, wl.F), dtype=wl.output_dtype)
-        else:
-            arrays = [np.ascontiguousarray(a) for a in inputs]
-            output = np.zeros(wl.output_shape, dtype=wl.output_dtype)
-        if config["epilogue"] != emit.EPILOGUE_NONE:
-            arrays.append(self.bias())
-        return [*arrays, output]
-
     def bias(self) -> np.ndarray:
         """The per-column bias of a ``bias_relu`` layer: above any |A @ B| (see the module docs)."""
         columns = self.contiguous["output"]
         bound = self.gemm_shape[2]  # |sum of K products of numbers in [-1, 1)| < K
         return (bound + 1.0 + np.arange(columns) % 7).astype(np.float32)
-
-    def canonical_output(self, config: Config, arguments) -> np.ndarray:
-        out = np.asarray(arguments[-1], dtype=np.float64)
-        if config["epilogue"] != emit.EPILOGUE_NONE:
-            out = out - self.bias()
-        if isinstance(self.workload, Conv2d):
-            out = out.transpose(0, 3, 1, 2)
-        return out
-
-    def apply(self, config: Config):
-        raise SpaceError("the cutlass space's kernels are CUTLASS templates, not TVM schedules: see cuda_kernel()")
-
-    def cuda_kernel(self, config: Config) -> CudaKernel:
-        """The CUTLASS operator of ``config`` and its C interface, to compile into a shared library."""
-        self.check(config)
-        tile, wl = self.tile(config), self.workload
-        common = dict(alignment=config["alignment"], output_alignment=self.output_alignment,
-                      swizzle=config["swizzle"], epilogue=config["epilogue"])
-        if isinstance(wl, Conv2d):
-            source = emit.conv2d_source(tile, wl.dtype, N=wl.N, H=wl.H, W=wl.W, C=wl.C, F=wl.F, R=wl.R, S=wl.S,
-                                        pad=wl.padding, stride=wl.stride, **common)
-        else:
-            source = emit.gemm_source(tile, wl.dtype, M=wl.M, N=wl.N, K=wl.K, **common)
-        if tile.family == FAMILY_2X:
-            major, minor = self.target.device.compute_capability
-            # 2.x kernels are compiled from sm_80 PTX into the target's own machine code.
-            gencode = (f"arch=compute_80,code=sm_{major}{minor}",)
-        else:
-            gencode = ("arch=compute_90a,code=sm_90a",)  # wgmma and TMA need the arch-specific target
-        return CudaKernel(source=source, output="library", gencode=gencode, flags=emit.NVCC_FLAGS,
-                          include_dirs=emit.include_dirs(), runtime=(config["split_k"],))
 
 
 _EPILOGUE_NAMES = {emit.EPILOGUE_NONE: "none", emit.EPILOGUE_FUSED: "bias+ReLU fused",

@@ -52,6 +52,7 @@ import numpy as np
 from ..tiles.features import wave_efficiency
 from .intrinsics import INTRINSICS
 from .nest import ACCUMULATOR_BYTES, CONV_REDUCTIONS, CONV_ROWS, MappedNest
+from .pruning import vector_registers_needed
 
 FEATURE_NAMES = (
     "tile", "lanes", "depth", "utilisation", "duplication", "packed_activation_kib", "packed_weight_kib", "panel_l2",
@@ -75,8 +76,8 @@ def _block_bytes(nest: MappedNest, extents: dict[str, int]) -> float:
         rows = prod(extents[s] for s in nest.outer_spatial) * extents[rows_loop] * intr.rows
     else:
         rows = prod(extents[lp.name] for lp in nest.spatial if lp.name != lanes_loop)
-    weights = lane_blocks * intr.lanes * reduction * nest.bytes
-    activations = rows * reduction * nest.bytes
+    weights = lane_blocks * intr.lanes * reduction * nest.weight_bytes
+    activations = rows * reduction * nest.activation_bytes
     accumulators = rows * lane_blocks * intr.lanes * ACCUMULATOR_BYTES
     return float(weights + activations + accumulators)
 
@@ -101,7 +102,7 @@ def mapping_features(space, config) -> np.ndarray:
         need = block * intr.rows * intr.lanes * ACCUMULATOR_BYTES + (row_tiles + s[3][lanes_loop]) * intr.rows * 64
         pressure = need / target.l1d_bytes
     else:
-        pressure = (block + s[3][lanes_loop] + 1) / target.vector_registers
+        pressure = vector_registers_needed(intr, block, s[3][lanes_loop]) / target.vector_registers
     calls = prod(lp.extent for lp in nest.loops)
     unroll_index = space.tiling_of(config).unroll_choices.index(config["unroll"]) / 3.0
     return np.array([

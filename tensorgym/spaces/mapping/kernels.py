@@ -41,6 +41,11 @@ def _cast(value, dtype: str):
     return value if value.dtype == dtype else value.astype(dtype)
 
 
+def _widen(value, dtype: str, packed: str):
+    """A packed element in the packed operand's type (``dtype`` -> ``packed``: uint8/int8 -> int16 for vpmaddwd)."""
+    return value if packed == dtype else value.astype(packed)
+
+
 def _decode(index, loops: tuple[str, ...], extents: dict[str, int]) -> dict:
     """A fused index -> the value of each of its loops (row-major over ``loops``)."""
     values, rest = {}, index
@@ -65,6 +70,8 @@ def mapped_prim_func(nest: MappedNest, prepacked: bool):
 
     wl, intr = nest.workload, nest.intrinsic
     a_type, b_type, c_type = TVM_TYPES[wl.dtype]
+    # the packed operands' types: the intrinsic's where it widens them in packing (int16 for vpmaddwd)
+    a_packed, w_packed = intr.packed_activations or a_type, intr.packed_weights or b_type
     e = nest.extents
     lanes, group, depth, rows = intr.lanes, intr.group, intr.depth, intr.rows
     zero_a, zero_b = tirx.const(0, a_type), tirx.const(0, b_type)
@@ -72,17 +79,19 @@ def mapped_prim_func(nest: MappedNest, prepacked: bool):
     data = te.placeholder(wl.input_shapes[0], a_type, name="data")
     # -- weights ---------------------------------------------------------------------------------
     if prepacked:
-        weights = w_pack = te.placeholder(nest.weight_shape, b_type, name="W_pack")
+        weights = w_pack = te.placeholder(nest.weight_shape, w_packed, name="W_pack")
     else:
         weights = te.placeholder(wl.input_shapes[1], b_type, name="weights")
-        w_pack = te.compute(nest.weight_shape, lambda *idx: _weight_value(nest, weights, idx, zero_b),
+        w_pack = te.compute(nest.weight_shape,
+                            lambda *idx: _widen(_weight_value(nest, weights, idx, zero_b), b_type, w_packed),
                             name="W_pack")
     # -- activations -------------------------------------------------------------------------------
     shape = nest.activation_shape
     if shape is None:
         a_pack = data
     else:
-        a_pack = te.compute(shape, lambda *idx: _activation_value(nest, data, idx, zero_a), name="A_pack")
+        a_pack = te.compute(shape, lambda *idx: _widen(_activation_value(nest, data, idx, zero_a), a_type, a_packed),
+                            name="A_pack")
 
     # -- accumulation -----------------------------------------------------------------------------
     outer_red = {r: te.reduce_axis((0, e[r]), name=r) for r in nest.outer_reductions}

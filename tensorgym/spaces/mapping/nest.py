@@ -29,7 +29,9 @@ operator loops fused onto it, :mod:`.enumeration`). Its :class:`MappedNest`
   product ``[N, C if rc not fused, OH if ry fused else Hp, OW if rx fused else
   Wp, Rfp]`` (``S = {rc}``: NHWC with the zero border; ``S = {rc, ry, rx}``:
   im2col), for a tile ``[*spatial not fused, *T, Ifp, Rfp]`` (rows of the A
-  tile at a constant stride: a full unfold);
+  tile at a constant stride: a full unfold); in the workload's types, or the
+  intrinsic's ``packed_activations`` / ``packed_weights`` (AVX2 ``vpmaddwd``
+  packs the activations as int16, so a matmul's are packed even unpadded);
 * the **resources** (:class:`Resources`) the pruning rules read.
 """
 
@@ -40,7 +42,7 @@ from functools import cached_property
 from math import ceil, prod
 
 from ...workloads import Conv2d, Loop, Matmul, Workload
-from .intrinsics import OPERAND_BYTES, Intrinsic
+from .intrinsics import OPERAND_BYTES, PACKED_BYTES, Intrinsic
 
 ACCUMULATOR_BYTES = 4  # int32 / fp32
 
@@ -99,6 +101,9 @@ class MappedNest:
         self.tile = intrinsic.shape == "tile"
         self.conv = isinstance(workload, Conv2d)
         self.bytes = OPERAND_BYTES[workload.dtype]
+        # Bytes per element of the packed operands: the workload's, unless the intrinsic widens them in packing.
+        self.activation_bytes = PACKED_BYTES.get(intrinsic.packed_activations, self.bytes)
+        self.weight_bytes = PACKED_BYTES.get(intrinsic.packed_weights, self.bytes)
         extents = {lp.name: lp.extent for lp in workload.loops}
         self.extents = extents
         lane_loop = fused["i2" if self.tile else "i"]
@@ -187,11 +192,12 @@ class MappedNest:
 
     @cached_property
     def activation_shape(self) -> tuple[int, ...] | None:
-        """The packed activations' shape; None when the kernel reads them in place (a matmul needing no padding)."""
+        """The packed activations' shape; None when the kernel reads them in place (a matmul needing no padding
+        nor widening)."""
         wl, e = self.workload, self.extents
         if not self.conv:
             rows = self.rows_padded if self.tile else wl.M
-            if rows == wl.M and self.reduction_padded == wl.K:
+            if rows == wl.M and self.reduction_padded == wl.K and not self.intrinsic.packed_activations:
                 return None
             return (rows, self.reduction_padded)
         if self.tile:
@@ -207,20 +213,22 @@ class MappedNest:
     # -- resources ---------------------------------------------------------------------------------------
     @cached_property
     def resources(self) -> Resources:
-        intr, b = self.intrinsic, self.bytes
+        intr = self.intrinsic
         utilisation = (self.lane_extent / self.lanes_padded) * (self.reduction_extent / self.reduction_padded)
         if self.tile:
             utilisation *= self.rows_extent / self.rows_padded
         outer_reduction = prod(self.extents[r] for r in self.outer_reductions)
         reduction = outer_reduction * self.reduction_padded
-        panel = (intr.lanes + intr.rows) * reduction * b
+        panel = (intr.lanes * self.weight_bytes + intr.rows * self.activation_bytes) * reduction
         data_elements = prod(self.workload.input_shapes[0])
-        act = prod(self.activation_shape) * b if self.activation_shape is not None else 0
+        act_elements = prod(self.activation_shape) if self.activation_shape is not None else 0
         return Resources(
             utilisation=utilisation, vector_registers=intr.vector_registers, tile_registers=intr.tile_registers,
             accumulator_bytes=intr.rows * intr.lanes * ACCUMULATOR_BYTES, panel_bytes=panel,
-            packed_weight_bytes=prod(self.weight_shape) * b, packed_activation_bytes=act,
-            duplication=act / (data_elements * b) if act else 1.0,
+            packed_weight_bytes=prod(self.weight_shape) * self.weight_bytes,
+            packed_activation_bytes=act_elements * self.activation_bytes,
+            # in elements: a widening copy duplicates nothing
+            duplication=act_elements / data_elements if act_elements else 1.0,
         )
 
     def describe(self) -> str:

@@ -2,7 +2,8 @@
 
 The layout is the one the kernels' in-kernel ``W_pack`` stage computes
 (:mod:`.kernels`): ``[lanes blocks, *T, Rfp / group, lanes, group]``, zero
-where the output channels or the fused reduction are padded.
+where the output channels or the fused reduction are padded, in the
+intrinsic's ``packed_weights`` type where it has one.
 """
 
 from __future__ import annotations
@@ -33,4 +34,6 @@ def pack_weights(nest: MappedNest, weights: np.ndarray) -> np.ndarray:
                               nest.reduction_padded // intr.group, intr.group])
     k = len(outer_shape)
     order = [0, *range(2, 2 + k), 2 + k, 1, 3 + k]
-    return np.ascontiguousarray(blocked.transpose(order))
+    packed = np.ascontiguousarray(blocked.transpose(order))
+    # widened as the kernel's own packing widens them (int8 -> int16 for vpmaddwd)
+    return packed.astype(intr.packed_weights) if intr.packed_weights else packed

@@ -22,14 +22,21 @@ rule           fate       a candidate fails it when
 ``cache``      pruned     the operands one output tile of the intrinsic streams over the whole
                           reduction (its weight panel and its activation rows) exceed the per-core
                           L2 cache, so that no tiling can keep them there between calls
-``memory``     pruned     the packed activations and weights exceed the last-level cache
+``memory``     pruned     the activations an unfold duplicates (im2col: at least
+                          :data:`UNFOLD_DUPLICATION` times the activations) exceed the last-level
+                          cache (the weights and padded activations do not count: every
+                          candidate of the layer reads them)
 =============  =========  ======================================================================
 
 Tile configs get the register rule too (:func:`register_block_fits`): the
-accumulators of the register block plus the weight vectors they share must fit
-the vector register file (a dot product keeps them in registers across the
-reduction), and an AMX register block's tiles (accumulators, A and B) must fit
-the L1 data cache (each call loads and stores its accumulator tile).
+accumulators of the register block plus the weight vectors they share and the
+call's other live registers (:func:`vector_registers_needed`) must fit the
+vector register file (a dot product keeps them in registers across the
+reduction): 32 with AVX-512, 16 with AVX2 (``Target.vector_registers``), where
+e.g. ``vpmaddwd``'s 4 x 2 register block (8 accumulators, 2 widened weight
+vectors, the broadcast activations and the product) takes 12; and an AMX
+register block's tiles (accumulators, A and B) must fit the L1 data cache (each
+call loads and stores its accumulator tile).
 """
 
 from __future__ import annotations
@@ -38,11 +45,15 @@ from dataclasses import dataclass
 from math import prod
 
 from ...target import Target
+from .intrinsics import Intrinsic
 from .nest import ACCUMULATOR_BYTES, MappedNest
 
 MIN_UTILISATION = 0.5
 RULES = ("isa", "exact", "same", "padding", "registers", "cache", "memory")
 TILE_REGISTERS = 8  # AMX
+# Packed activations at least this many times the activations are an unfold (im2col-like), which the
+# memory rule judges; a zero-padding ring or a padded reduction alone stays below it.
+UNFOLD_DUPLICATION = 2.0
 
 
 @dataclass(frozen=True)
@@ -101,11 +112,21 @@ def _judge_one(nest: MappedNest, target: Target, same_as: int | None) -> Verdict
     if res.panel_bytes > target.l2_bytes:
         return Verdict(False, "cache", f"an output tile streams {res.panel_bytes / 1024:.0f} KiB of operands over the "
                                        f"reduction, more than the {target.l2_bytes / 1024:.0f} KiB L2")
-    packed = res.packed_activation_bytes + res.packed_weight_bytes
-    if packed > target.l3_bytes:
-        return Verdict(False, "memory", f"the packed operands take {packed / 2**20:.1f} MiB, more than the "
+    # Only what an unfold duplicates counts: every candidate of a layer reads its weights and activations,
+    # packed or not, so their own size tells no candidate from another (a rule on it would refuse the layer:
+    # BERT M3's 9 MiB of fp32 weights on an 8 MiB Haswell L3).
+    if res.duplication >= UNFOLD_DUPLICATION and res.packed_activation_bytes > target.l3_bytes:
+        return Verdict(False, "memory", f"the unfolded activations take {res.packed_activation_bytes / 2**20:.1f} "
+                                        f"MiB ({res.duplication:.1f}x the activations), more than the "
                                         f"{target.l3_bytes / 2**20:.0f} MiB last-level cache")
     return KEPT
+
+
+def vector_registers_needed(intrinsic: Intrinsic, calls: int, weight_tiles: int) -> int:
+    """Vector registers a dot product's register block keeps live: its ``calls`` accumulators, the
+    ``weight_tiles`` weight vectors they share, and what one call needs besides its accumulator and weights
+    (the broadcast activations; ``vpmaddwd``'s and ``vpmaddubsw``'s product before it is added)."""
+    return calls + weight_tiles + max(intrinsic.vector_registers - 2, 1)
 
 
 def register_block_fits(nest: MappedNest, s3: dict[str, int], target: Target) -> str | None:
@@ -115,7 +136,7 @@ def register_block_fits(nest: MappedNest, s3: dict[str, int], target: Target) ->
     weight_tiles = s3.get(lanes_loop, 1)
     intrinsic = nest.intrinsic
     if not nest.tile:
-        needed = calls + weight_tiles + 1  # accumulators, weight vectors, the broadcast activations
+        needed = vector_registers_needed(intrinsic, calls, weight_tiles)
         if needed > target.vector_registers:
             return (f"the register block holds {calls} accumulators and {weight_tiles} weight vectors: "
                     f"{needed} > {target.vector_registers} vector registers")

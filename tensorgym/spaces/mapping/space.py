@@ -3,8 +3,9 @@
 A config is
 
 * ``candidate``: the index of a mapping candidate in :attr:`MappingSpace.candidates`: an
-  intrinsic of the workload's dtype (:mod:`.intrinsics`: AMX and VNNI for int8, AMX and
-  AVX512-BF16 for bf16, FP32 FMA for float32) and one of its mappings
+  intrinsic of the workload's dtype (:mod:`.intrinsics`: AMX, VNNI and AVX2 ``vpmaddwd`` for
+  int8, AMX, AVX512-BF16 and the AVX2 FMA on widened bf16 for bf16, the 512- and 256-bit FMA
+  for float32) and one of its mappings
   (:mod:`.enumeration`: conv2d onto a dot product: ``r`` <- any non-empty subset of
   ``{rc, ry, rx}``, 7 candidates; onto an AMX tile: GTA's 35; a matmul: 1 per intrinsic);
 * the multi-level tiles of the loops the intrinsic leaves outside (:mod:`.nest`), with
@@ -54,10 +55,10 @@ from ..base import Space, SpaceError
 from ..tiles.tiling import UNROLL_CHOICES, Coordinate, LoopTiling, project_tiles
 from .enumeration import candidates as enumerate_candidates
 from .enumeration import intrinsic_computation, operator_of
+from .builder import MappingBuilder
 from .features import FEATURE_NAMES, generic_feature_names, generic_features, mapping_features, normalise, scaled
 from .intrinsics import intrinsics_for
 from .nest import Candidate, MappedNest
-from .packing import pack_weights
 from .pruning import Verdict, judge, register_block_fits
 
 MAX_REPAIRS = 64  # enough: each repair halves (at least) one loop's register tile
@@ -84,6 +85,7 @@ class MappingSpace(Space):
     """
 
     name = "mapping"
+    builder_class = MappingBuilder
     supported_dtypes = ("float32", "int8", "bf16")
     feature_names = FEATURE_NAMES
 
@@ -289,26 +291,6 @@ class MappingSpace(Space):
 
     def generic_features(self, config: Config) -> np.ndarray:
         return generic_features(self, config)
-
-    # -- kernels -----------------------------------------------------------------------------------------
-    def apply(self, config: Config):
-        from .kernels import build_module
-
-        self.check(config)
-        return build_module(self.nest(config), config, self.prepacked)
-
-    def prepare_runtime(self) -> None:
-        if any(self.nests[i].tile for i in self.choices):
-            from .tir import request_amx
-
-            request_amx()
-
-    def kernel_arguments(self, config: Config, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        if not self.prepacked:
-            return super().kernel_arguments(config, inputs)
-        data, weights = inputs
-        return [data, pack_weights(self.nest(config), weights),
-                np.zeros(self.workload.output_shape, dtype=self.workload.output_dtype)]
 
     # -- description -----------------------------------------------------------------------------------------
     def describe(self, config: Config) -> str:

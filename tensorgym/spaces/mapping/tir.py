@@ -22,7 +22,17 @@ Notes on the forms below, each found the hard way with TVM 0.27 and its LLVM 22:
   ``pragma_import_llvm`` attribute, that bitcasts them to ``<32 x bfloat>`` and
   calls the intrinsic: after inlining, one ``vdpbf16ps``.
 * **FP32 FMA**: the description has no reduction loop; a unit loop would be
-  dropped by ``blockize`` and the match would fail.
+  dropped by ``blockize`` and the match would fail. The same form takes bf16
+  operands (``bf16fma256``): cast to fp32 in the description as in the
+  kernel's computation, widened by TVM's bf16 legalization in the
+  implementation.
+* **AVX2 vpmaddwd** (``pmaddwd256``): the description and implementation take
+  the operands in their packed types (int16 activations, which the kernel
+  packs widened, and int8 weights); the int8 ones are widened with plain casts
+  (``int8x16 -> int16x16``) that LLVM selects as ``vpmovsxbw``; the two
+  activation words travel as one int32, broadcast, as for VNNI
+  (``vpbroadcastd`` from memory). The int32 sum is added outside the LLVM
+  intrinsic (``vpmaddwd`` has no accumulator operand).
 * **AMX**: the non-``.internal`` LLVM intrinsics take tile registers as
   immediates, so no ``x86_amx`` value appears in TIR. A call loads its
   accumulator tiles, multiplies A and B tiles (16 rows x 64 bytes) into them
@@ -106,20 +116,30 @@ def register_tensor_intrinsics() -> None:
     _registered = True
 
 
+_ELEMENT_TYPES = {"int8": ("uint8", "int8", "int32"), "bf16": ("bfloat16", "bfloat16", "float32"),
+                  "float32": ("float32", "float32", "float32")}
+
+
 def _definitions(intrinsic: Intrinsic):
-    if intrinsic.shape == "tile":
+    """(description, implementation) of an intrinsic, by its :attr:`~.intrinsics.Intrinsic.form`."""
+    a_type, b_type, c_type = _ELEMENT_TYPES[intrinsic.dtype]
+    # operands the kernel packs widened are matched in their packed type (the kernel's A_pack / W_pack)
+    types = (intrinsic.packed_activations or a_type, intrinsic.packed_weights or b_type, c_type)
+    lanes = intrinsic.lanes
+    if intrinsic.form == "amx":
         return _amx_desc(intrinsic), _amx_impl(intrinsic)
-    if intrinsic.depth == 1:
-        return _fma_desc(intrinsic.lanes), _fma_impl(intrinsic.lanes)
-    element = {"int8": ("uint8", "int8", "int32"), "bf16": ("bfloat16", "bfloat16", "float32")}[intrinsic.dtype]
-    desc = _dot_desc(intrinsic.lanes, intrinsic.depth, *element)
-    if intrinsic.name.startswith("vnni"):
-        return desc, _vnni_impl(intrinsic.lanes)
-    if intrinsic.name == "pmadd512":
+    if intrinsic.form == "fma":
+        return _fma_desc(lanes, types[0]), _fma_impl(lanes, types[0])
+    desc = _dot_desc(lanes, intrinsic.depth, *types)
+    if intrinsic.form == "vnni":
+        return desc, _vnni_impl(lanes)
+    if intrinsic.form == "pmaddubsw":
         return desc, _pmadd_impl()
-    if intrinsic.name == "bf16dot512":
-        return desc, _bf16_dot_impl(intrinsic.lanes)
-    raise ValueError(f"no TIR implementation for intrinsic {intrinsic.name!r}")
+    if intrinsic.form == "pmaddwd":
+        return desc, _pmaddwd_impl(lanes, *types[:2])
+    if intrinsic.form == "dpbf16":
+        return desc, _bf16_dot_impl(lanes)
+    raise ValueError(f"no TIR implementation for intrinsic {intrinsic.name!r} (form {intrinsic.form!r})")
 
 
 # -- dot products --------------------------------------------------------------------------------------------
@@ -185,6 +205,36 @@ def _pmadd_impl():
     return impl
 
 
+def _pmaddwd_impl(lanes: int, a_type: str = "uint8", b_type: str = "int8"):
+    """``vpmaddwd`` on int16 operands: exact for every uint8 x int8 input.
+
+    The operands are int16: packed so by the kernel (``packed_activations``, ``packed_weights``) or widened
+    here (uint8 activations zero-extended, int8 weights sign-extended; a cast of an int16 is a no-op). The 2
+    activation words travel as one int32, broadcast to every lane; each 32-bit lane gets ``a0 * b0 + a1 *
+    b1``, at most ``2 * 255 * 128 = 65280`` in magnitude: no saturation (``vpmaddwd`` saturates only for
+    ``-32768 * -32768`` twice), unlike ``vpmaddubsw``'s int16 sums.
+    """
+    from tvm.script import tirx as T
+
+    words = 2 * lanes
+    name = {8: "llvm.x86.avx2.pmadd.wd", 16: "llvm.x86.avx512.pmaddw.d.512"}[lanes]
+
+    @T.prim_func(s_tir=True)
+    def impl(A: T.Buffer((2,), a_type, offset_factor=1), B: T.Buffer((lanes, 2), b_type, offset_factor=1),
+             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:2], B[0:lanes, 0:2])
+            T.writes(C[0:lanes])
+            C[T.ramp(T.int32(0), 1, lanes)] = C.vload([0], dtype=f"int32x{lanes}") + T.call_llvm_pure_intrin(
+                T.llvm_lookup_intrinsic_id(name),
+                T.reinterpret(T.broadcast(T.reinterpret(T.cast(A.vload([0], f"{a_type}x2"), "int16x2"),
+                                                        dtype="int32"), lanes), dtype=f"int16x{words}"),
+                T.cast(B.vload([0, 0], dtype=f"{b_type}x{words}"), f"int16x{words}"),
+                dtype=f"int32x{lanes}")
+
+    return impl
+
+
 def _bf16_wrapper_ll(lanes: int) -> str:
     """An always-inline LLVM IR function: int16 vectors -> bfloat vectors -> ``vdpbf16ps``."""
     pairs = 2 * lanes
@@ -229,38 +279,59 @@ def _bf16_dot_impl(lanes: int):
     return impl
 
 
-def _fma_desc(lanes: int):
+def _fma_desc(lanes: int, in_type: str = "float32"):
     from tvm.script import tirx as T
 
+    if in_type == "float32":
+        @T.prim_func(s_tir=True)
+        def desc(A: T.Buffer((1,), "float32", offset_factor=1), B: T.Buffer((lanes, 1), "float32", offset_factor=1),
+                 C: T.Buffer((lanes,), "float32", offset_factor=1)) -> None:
+            with T.sblock("root"):
+                T.reads(C[0:lanes], A[0:1], B[0:lanes, 0:1])
+                T.writes(C[0:lanes])
+                for i in T.serial(0, lanes):
+                    with T.sblock("update"):
+                        vi = T.axis.remap("S", [i])
+                        C[vi] = C[vi] + A[0] * B[vi, 0]
+
+        return desc
+
+    # Narrower inputs (bf16) are cast to fp32 first, as the kernel's computation does.
     @T.prim_func(s_tir=True)
-    def desc(A: T.Buffer((1,), "float32", offset_factor=1), B: T.Buffer((lanes, 1), "float32", offset_factor=1),
-             C: T.Buffer((lanes,), "float32", offset_factor=1)) -> None:
+    def desc_cast(A: T.Buffer((1,), in_type, offset_factor=1), B: T.Buffer((lanes, 1), in_type, offset_factor=1),
+                  C: T.Buffer((lanes,), "float32", offset_factor=1)) -> None:
         with T.sblock("root"):
             T.reads(C[0:lanes], A[0:1], B[0:lanes, 0:1])
             T.writes(C[0:lanes])
             for i in T.serial(0, lanes):
                 with T.sblock("update"):
                     vi = T.axis.remap("S", [i])
-                    C[vi] = C[vi] + A[0] * B[vi, 0]
+                    C[vi] = C[vi] + T.cast(A[0], "float32") * T.cast(B[vi, 0], "float32")
 
-    return desc
+    return desc_cast
 
 
-def _fma_impl(lanes: int):
+def _fma_impl(lanes: int, in_type: str = "float32"):
+    """One FMA step: ``C += broadcast(A) * B`` in fp32; bf16 inputs are widened to fp32 first.
+
+    A bf16 is the upper half of an fp32, so widening is exact: zero-extend to 32 bits, shift left 16
+    (``vpmovzxwd`` + ``vpslld``), which is what TVM's bf16 legalization makes of the casts. (Buffers the
+    kernel computes itself, such as in-kernel packed weights, TVM keeps in fp32: they are read widened.)
+    """
     from tvm.script import tirx as T
 
     name = f"llvm.fma.v{lanes}f32"
 
     @T.prim_func(s_tir=True)
-    def impl(A: T.Buffer((1,), "float32", offset_factor=1), B: T.Buffer((lanes, 1), "float32", offset_factor=1),
+    def impl(A: T.Buffer((1,), in_type, offset_factor=1), B: T.Buffer((lanes, 1), in_type, offset_factor=1),
              C: T.Buffer((lanes,), "float32", offset_factor=1)) -> None:
         with T.sblock("root"):
             T.reads(C[0:lanes], A[0:1], B[0:lanes, 0:1])
             T.writes(C[0:lanes])
             C[T.ramp(T.int32(0), 1, lanes)] = T.call_llvm_pure_intrin(
-                T.llvm_lookup_intrinsic_id(name), T.broadcast(A[0], lanes),
-                B.vload([0, 0], dtype=f"float32x{lanes}"), C.vload([0], dtype=f"float32x{lanes}"),
-                dtype=f"float32x{lanes}")
+                T.llvm_lookup_intrinsic_id(name), T.broadcast(T.cast(A[0], "float32"), lanes),
+                T.cast(B.vload([0, 0], dtype=f"{in_type}x{lanes}"), f"float32x{lanes}"),
+                C.vload([0], dtype=f"float32x{lanes}"), dtype=f"float32x{lanes}")
 
     return impl
 

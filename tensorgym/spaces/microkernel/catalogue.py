@@ -12,7 +12,7 @@ This module holds what a catalogue *is*: the candidates the register file
 allows (:func:`enumerate_microkernels`), the measured entries and the
 machine's measured FMA peak (:class:`Catalogue`), and where catalogues are
 stored (JSON under the cache directory, one file per target fingerprint).
-Measuring one is :mod:`.calibration`'s job.
+Measuring one is :mod:`tensorgym.calibration`'s job (a measuring job above the spaces).
 
 **Enumeration rules** (seed 003 B.2 for 32 vector registers, scaled for other
 register files; ``out = vec*h*w``, ``par = vec*c*r*s``):

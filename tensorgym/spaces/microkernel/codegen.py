@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from ...workloads import CHANNEL_BLOCK, Conv2d, Matmul, Workload
+from ...workloads import Conv2d, Matmul, Workload
 
 LAMBDA = "λ"  # the stack entry of a λ-sequence
 # What the kernel receives packed (the rest it packs itself, timed with it):
@@ -345,7 +345,7 @@ class _Conv(_Generator):
         kp_shape = (self.fv, wl.R, wl.S, wl.C, V)
         op_shape = (wl.N, self.fv, wl.OH, wl.OW, V)
         # The microkernel writes output vectors of V channels; it writes the workload's own output
-        # in place when that holds them contiguously (NHWC) or is its own layout (NCHWc with V = 16).
+        # in place when that holds them contiguously (NHWC) or is its own layout (NCHWc blocked by V).
         self.out_layout = "NCHWc"
         with IRBuilder() as ib:
             with T.prim_func():
@@ -366,7 +366,7 @@ class _Conv(_Generator):
                     self.ip = data if in_place else T.alloc_buffer(ip_shape, "float32")
                     if wl.layout == "NHWC" and wl.F % V == 0:
                         self.op, self.out_layout = out, "NHWC"
-                    elif wl.layout == "NCHWc" and V == CHANNEL_BLOCK:
+                    elif wl.layout == "NCHWc" and V == wl.channel_block:
                         self.op = out
                     else:
                         self.op = T.alloc_buffer(op_shape, "float32")
@@ -439,7 +439,7 @@ class _Conv(_Generator):
                         T.buffer_store(self.ip, data[n, h - p, w, c], [n, h, w + p, c])
             return
         if wl.layout == "NCHWc":
-            b = CHANNEL_BLOCK
+            b = wl.channel_block
             with T.serial(0, wl.W) as w:
                 with T.serial(0, wl.C // b) as cb:
                     T.buffer_store(self.ip, data[n, cb, h - p, w, T.ramp(0, 1, b)], [n, h, w + p, T.ramp(cb * b, 1, b)])
@@ -478,8 +478,8 @@ class _Conv(_Generator):
         if wl.layout == "NHWC":  # HWIO: output channels are already contiguous
             self._pack_filters(T, padded(lambda f, r, s, c: kernel[r, s, c, f]))
             return
-        if wl.layout == "NCHWc":  # OIhw16i16o
-            b = CHANNEL_BLOCK
+        if wl.layout == "NCHWc":  # OIhw16i16o, OIhw8i8o
+            b = wl.channel_block
             self._pack_filters(T, lambda f, r, s, c: kernel[f // b, c // b, r, s, c % b, f % b])
             return
         per_filter = wl.C * wl.R * wl.S
@@ -519,7 +519,7 @@ class _Conv(_Generator):
                         if wl.layout == "NHWC":
                             T.buffer_store(out, value, [n, y, x, f])
                         else:
-                            T.buffer_store(out, value, [n, f // CHANNEL_BLOCK, y, x, f % CHANNEL_BLOCK])
+                            T.buffer_store(out, value, [n, f // wl.channel_block, y, x, f % wl.channel_block])
             return
         # Rows of one output channel are written contiguously (vectorised along x), read with stride V.
         with T.parallel(0, wl.N * self.fv) as nfo:

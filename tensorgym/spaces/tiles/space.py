@@ -23,14 +23,15 @@ A config looks like ``{"f": [2, 8, 1, 8], "y": [14, 2, 1, 1], ..., "rc": [8, 16]
 **Vectorised axis and data packing.** The last spatial loop of the workload is
 vectorised: ``x`` for an NCHW conv2d (28 lanes on ResNet R5, 7 on R11: AVX-512
 registers half empty, and weights read with a stride), ``f`` for NHWC and
-NCHWc workloads (16-lane output-channel vectors, weights contiguous). For an
+NCHWc workloads (output-channel vectors, weights contiguous). For an
 NCHW conv2d, ``packing`` tiles the blocked NCHWc loop nest instead and packs in
 the kernel, the way TVM's x86 ``conv2d_NCHWc`` does:
 
 * ``packing="in-kernel"``: the kernel takes NCHW/OIHW tensors, packs the
-  (padded) input to ``[n][c/16][h][w][16c]`` and the weights to
-  ``[f/16][c/16][r][s][16c][16f]``, computes with ``fi`` (16 output channels)
-  vectorised and accumulating in NCHW16c, and writes the NCHW output back;
+  (padded) input to ``[n][c/b][h][w][bc]`` and the weights to
+  ``[f/b][c/b][r][s][bc][bf]``, computes with ``fi`` (``b`` output channels)
+  vectorised and accumulating in NCHWbc, and writes the NCHW output back. The
+  block ``b`` is the target's fp32 lanes: 16 on AVX-512, 8 on AVX2, one vector;
 * ``packing="weights"``: the same, with the weights packed once by a cached
   pre-pass outside the timed region (as frameworks pack weights at load).
 
@@ -80,8 +81,9 @@ from ...checks import generator, integer, is_integer
 from ...config import Config
 from ...errors import InvalidArgumentError, InvalidTypeError
 from ...target import Target
-from ...workloads import CHANNEL_BLOCK, Conv2d, Workload
+from ...workloads import Conv2d, Workload
 from ..base import MAX_HOPS, Space, SpaceError
+from .builder import TilesBuilder
 from .features import FEATURE_NAMES, generic_feature_names, generic_features, normalise, scaled_features, tile_features
 from .tiling import (
     MAX_INNERMOST, REDUCTION_LEVELS, SPATIAL_LEVELS, UNROLL_CHOICES, Coordinate, LoopTiling,
@@ -97,10 +99,12 @@ class TilesSpace(Space):
     Subclasses tile for other targets (:class:`~tensorgym.spaces.tiles.gpu_space.GpuTilesSpace`,
     CUDA) by setting ``target_kind`` and the level counts, and by overriding
     :meth:`scalar_knob_choices`, :meth:`limit_violations` (the device's limits, which masks,
-    samples and hops respect) and the schedule.
+    samples and hops respect) and ``builder_class``, the schedule (:class:`~.builder.TilesBuilder`
+    on a CPU).
     """
 
     name = "tiles"
+    builder_class = TilesBuilder
     feature_names = FEATURE_NAMES
     supported_dtypes = ("float32",)
     target_kind = "llvm"
@@ -128,7 +132,7 @@ class TilesSpace(Space):
         if workload.dtype not in self.supported_dtypes:
             raise SpaceError(self._dtype_refusal())
         self.packing = packing
-        self.nest: Workload = _packed_nest(workload, packing) if packing else workload
+        self.nest: Workload = _packed_nest(workload, packing, target.vector_lanes_fp32) if packing else workload
         self.unroll_choices = _unroll_choices(unroll_choices)
         self.tiling = LoopTiling(_register_order(self.nest.loops) if packing else self.nest.loops,
                                  unroll_choices=self.unroll_choices,
@@ -257,53 +261,12 @@ class TilesSpace(Space):
         self.check(config)
         return self.tiling.describe(config)
 
-    # -- schedule -------------------------------------------------------------
-    def apply(self, config: Config):
-        import tvm
-
-        self.check(config)
-        func = packed_te_func(self.workload, self.packing) if self.packing else self.workload.te_func()
-        sch = tvm.s_tir.Schedule(tvm.IRModule({"main": func}))
-        block = sch.get_sblock(_main_block(self.workload))
-        split = {}
-        handles = dict(zip((lp.name for lp in self.nest.loops), sch.get_loops(block)))
-        for lp in self.loops:
-            split[lp.name] = sch.split(handles[lp.name], list(config[lp.name]))
-        spatial = [lp.name for lp in self.loops if lp.kind == "spatial"]
-        reduction = [lp.name for lp in self.loops if lp.kind == "reduction"]
-        level = lambda names, i: [split[n][i] for n in names]  # noqa: E731
-        s0, s1, s2, s3 = (level(spatial, i) for i in range(SPATIAL_LEVELS))
-        r0, r1 = (level(reduction, i) for i in range(REDUCTION_LEVELS))
-        sch.reorder(*s0, *s1, *r0, *s2, *r1, *s3)
-        if config["cache_write"]:
-            local = sch.cache_write(block, 0, "global")
-            sch.reverse_compute_at(local, s1[-1], preserve_unit_loops=True)
-            sch.vectorize(sch.get_loops(local)[-1])
-        outer = sch.fuse(*s0)
-        sch.parallel(outer)
-        sch.vectorize(s3[-1])
-        if config["unroll"]:
-            sch.annotate(outer, "pragma_auto_unroll_max_step", int(config["unroll"]))
-            sch.annotate(outer, "pragma_unroll_explicit", 1)
-        if self.packing:
-            _schedule_packing(sch)
-        elif getattr(self.workload, "padding", 0):
-            _schedule_pad(sch)
-        sch.decompose_reduction(block, r0[0])
-        return sch.mod
-
-    # -- packed layouts (packing="weights") ------------------------------------------
-    def kernel_arguments(self, config: Config, inputs):
-        if self.packing != "weights":
-            return super().kernel_arguments(config, inputs)
-        return [inputs[0], packed_weights(self.nest, inputs[1]),
-                np.zeros(self.workload.output_shape, dtype=self.workload.dtype)]
-
     def info(self, config: Config) -> dict:
         self.check(config)
         if not self.packing:
             return {"vectorised": self.loops[[lp.kind for lp in self.loops].index("reduction") - 1].name}
-        return {"vectorised": "fi (16 output channels, NCHW16c accumulator)",
+        b = self.nest.channel_block
+        return {"vectorised": f"fi ({b} output channels, NCHW{b}c accumulator)",
                 "packing": {"in-kernel": "data and weights packed in the kernel (timed)",
                             "weights": "weights packed once (cached pre-pass, not timed); data in the kernel"}[
                     self.packing]}
@@ -312,17 +275,18 @@ class TilesSpace(Space):
 PACKINGS = ("in-kernel", "weights")
 
 
-def _packed_nest(workload: Workload, packing: str) -> Workload:
-    """The NCHWc workload whose loops a packed tiles space tiles (or a clear refusal)."""
+def _packed_nest(workload: Workload, packing: str, block: int) -> Workload:
+    """The NCHWc workload (blocks of ``block`` channels: the target's fp32 lanes) whose loops a packed tiles
+    space tiles (or a clear refusal)."""
     if packing not in PACKINGS:
         raise SpaceError(f"tiles packing must be one of {PACKINGS} or None, got {packing!r}")
     if not isinstance(workload, Conv2d) or workload.layout != "NCHW":
         raise SpaceError(f"tiles packing applies to NCHW conv2d workloads (NHWC and NCHWc ones vectorise output "
                          f"channels already); {workload.label} is {getattr(workload, 'layout', workload.op)}")
-    if workload.C % CHANNEL_BLOCK or workload.F % CHANNEL_BLOCK:
-        raise SpaceError(f"tiles packing needs input and output channels in blocks of {CHANNEL_BLOCK}; "
+    if workload.C % block or workload.F % block:
+        raise SpaceError(f"tiles packing needs input and output channels in blocks of {block}; "
                          f"{workload.label} has C={workload.C}, F={workload.F}")
-    return workload.with_layout("NCHWc")
+    return workload.with_layout("NCHWc", block)
 
 
 def _register_order(loops):
@@ -336,66 +300,6 @@ def _register_order(loops):
     return tuple(by_name[n] for n in ("n", "y", "x", "fo", "fi")) + tuple(reduction)
 
 
-def packed_weights(nest: Conv2d, kernel: np.ndarray) -> np.ndarray:
-    """The weights pre-pass: OIHW weights as OIhw16i16o (``nest``'s layout), computed once and cached."""
-    key = (nest, kernel.shape, kernel.tobytes())
-    if key not in _PACKED:
-        _PACKED.clear()  # one layer at a time
-        packed = nest.layout_inputs(np.zeros(nest.canonical().input_shapes[0], dtype="float32"), kernel)[1]
-        packed.setflags(write=False)
-        _PACKED[key] = packed
-    return _PACKED[key]
-
-
-_PACKED: dict = {}
-
-
-def packed_te_func(workload: Conv2d, packing: str):
-    """The NCHW conv2d computed as NCHWc: pack (and pad) the input, pack the weights (unless they come packed),
-    convolve with 16 output channels innermost, unpack to NCHW. Stages: dpack, kpack, conv, unpack."""
-    import tvm
-    from tvm import te
-
-    b, wl, p, st = CHANNEL_BLOCK, workload, workload.padding, workload.stride
-    nest = wl.with_layout("NCHWc")
-    data = te.placeholder(wl.input_shapes[0], wl.dtype, name="data")
-    dpack = te.compute(
-        (wl.N, wl.C // b, wl.H + 2 * p, wl.W + 2 * p, b),
-        lambda n, cb, h, w, ci: tvm.tirx.if_then_else(
-            tvm.tirx.all(h >= p, h < wl.H + p, w >= p, w < wl.W + p), data[n, cb * b + ci, h - p, w - p],
-            tvm.tirx.const(0.0, wl.dtype)),
-        name="dpack")
-    if packing == "weights":
-        kernel = kpack = te.placeholder(nest.input_shapes[1], wl.dtype, name="kernel_packed")
-    else:
-        kernel = te.placeholder(wl.input_shapes[1], wl.dtype, name="kernel")
-        kpack = te.compute(nest.input_shapes[1],
-                           lambda fo, cb, r, s, ci, fi: kernel[fo * b + fi, cb * b + ci, r, s], name="kpack")
-    rco = te.reduce_axis((0, wl.C // b), name="rco")
-    ry, rx = te.reduce_axis((0, wl.R), name="ry"), te.reduce_axis((0, wl.S), name="rx")
-    rci = te.reduce_axis((0, b), name="rci")
-    conv = te.compute(
-        nest.output_shape,
-        lambda n, fo, y, x, fi: te.sum(dpack[n, rco, y * st + ry, x * st + rx, rci] * kpack[fo, rco, ry, rx, rci, fi],
-                                       axis=[rco, ry, rx, rci]),
-        name="conv")
-    out = te.compute(wl.output_shape, lambda n, f, y, x: conv[n, f // b, y, x, f % b], name="unpack")
-    return te.create_prim_func([data, kernel, out])
-
-
-def _schedule_packing(sch) -> None:
-    """Packing stages in parallel: dpack over (n, c/16, h) and kpack over (f/16, c/16), 16 lanes vectorised;
-    the unpack over (n, f), vectorised along x."""
-    for name, fused in (("dpack", 3), ("kpack", 2), ("unpack", 2)):
-        try:
-            block = sch.get_sblock(name)
-        except Exception:  # noqa: BLE001 - kpack is absent when the weights arrive packed
-            continue
-        loops = sch.get_loops(block)
-        sch.parallel(sch.fuse(*loops[:fused]))
-        sch.vectorize(loops[-1])
-
-
 def _unroll_choices(value) -> tuple[int, ...]:
     """``unroll_choices`` as a tuple of distinct non-negative ints (a sequence of them is required)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list, np.ndarray)):
@@ -405,14 +309,3 @@ def _unroll_choices(value) -> tuple[int, ...]:
         raise InvalidArgumentError(f"unroll_choices must be distinct integers >= 0, such as {list(UNROLL_CHOICES)}; "
                                    f"got {list(value)!r:.60}")
     return tuple(int(v) for v in value)
-
-
-def _main_block(workload: Workload) -> str:
-    return {"conv2d": "conv", "matmul": "C"}[workload.op]
-
-
-def _schedule_pad(sch) -> None:
-    """Run the materialised pad stage of a conv in parallel over (n, c), vectorised along w."""
-    loops = sch.get_loops(sch.get_sblock("pad"))
-    sch.parallel(sch.fuse(loops[0], loops[1]))
-    sch.vectorize(loops[-1])

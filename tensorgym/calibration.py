@@ -3,7 +3,7 @@
 Once per machine (``tensorgym microkernels calibrate``):
 
 1. enumerate the candidates that fit the register file
-   (:func:`~.catalogue.enumerate_microkernels`);
+   (:func:`~tensorgym.spaces.microkernel.catalogue.enumerate_microkernels`);
 2. measure the machine's fp32 FMA peak with an FMA-chain kernel on every core
    (:class:`FmaChain`), not a data-sheet number;
 3. measure every candidate in isolation: the microkernel and its reuse loop
@@ -12,16 +12,22 @@ Once per machine (``tensorgym microkernels calibrate``):
 4. keep those within ``threshold`` of the measured peak (seed 003: 80 %) and
    group them into *classes*: microkernels identical except for ``h``.
 
-Calibration is a client of :mod:`tensorgym.measure`: the peak kernel and the
-microkernel benchmarks are workloads and spaces like any other, built in the
-:class:`~tensorgym.measure.Measurer`'s builder pool and checked against NumPy
-and timed one at a time by its runner, with tensorgym's timing protocol.
+Calibration is a measuring job above the spaces and the measurer: the
+:class:`~tensorgym.spaces.microkernel.MicrokernelSpace` only loads the catalogue it
+writes (and raises :class:`~tensorgym.spaces.microkernel.CatalogueMissing` without
+one), so no space ever compiles or times anything. The peak kernel and the
+microkernel benchmarks are workloads and spaces like any other, with their
+:class:`~tensorgym.spaces.builder.KernelBuilder`, built in the
+:class:`~tensorgym.measure.Measurer`'s builder pool and checked against NumPy and
+timed one at a time by its runner, with tensorgym's timing protocol.
 
 The catalogue is stored as JSON under the cache directory, keyed by the target
 fingerprint, and reused: a second calibration on the same machine measures
 nothing. All measurements are stored, so the threshold can change without
 re-measuring. On 2 cores a full calibration takes about 4 minutes and
-``--quick`` about 10 seconds.
+``--quick`` about 10 seconds. :func:`stored_or_quick_catalogue` is the first-use
+path of the microkernel env and of ``tensorgym tune --space microkernel``: the
+stored catalogue, or a quick one measured now.
 """
 
 from __future__ import annotations
@@ -38,18 +44,21 @@ from typing import ClassVar
 
 import numpy as np
 
-from ...config import Config
-from ...measure.measurer import Measurer
-from ...measure.protocol import TimingProtocol
-from ...record import Record
-from ...target import Target, resolve_target
-from ...workloads import Conv2d, Loop, Workload
-from ..base import Space, SpaceError
-from .catalogue import (
-    DEFAULT_THRESHOLD, Catalogue, CatalogueEntry, EnumerationRules, Microkernel, catalogue_path,
-    enumerate_microkernels,
+from .config import Config
+from .measure.measurer import Measurer
+from .measure.protocol import TimingProtocol
+from .record import Record
+from .spaces.base import Space, SpaceError
+from .spaces.builder import KernelBuilder
+from .spaces.microkernel.catalogue import (
+    DEFAULT_THRESHOLD, Catalogue, CatalogueEntry, CatalogueMissing, EnumerationRules, Microkernel, catalogue_path,
+    enumerate_microkernels, load_catalogue,
 )
-from .codegen import ALL_PACKED, REPEAT, Plan, build_prim_func, pack_conv2d, unpack_conv2d, vector_blocks
+from .spaces.microkernel.codegen import (
+    ALL_PACKED, REPEAT, Plan, build_prim_func, pack_conv2d, unpack_conv2d, vector_blocks,
+)
+from .target import Target, resolve_target
+from .workloads import Conv2d, Loop, Workload
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +162,20 @@ class _MeasurementOnly(Space):
         return np.zeros(0, dtype=np.float32)
 
 
+class PeakBuilder(KernelBuilder):
+    """Builds the :class:`FmaChain` kernel (its workload is its kernel: the config is empty)."""
+
+    def apply(self, config: Config):
+        import tvm
+
+        return tvm.IRModule({"main": self.workload.prim_func()})
+
+
 class PeakKernel(_MeasurementOnly):
     """The :class:`FmaChain` kernel of the target; its one config is ``{}``."""
 
     name = "fma-peak"
+    builder_class = PeakBuilder
 
     def __init__(self, target: Target, iterations: int = PEAK_ITERATIONS):
         super().__init__(FmaChain(target.vector_lanes_fp32, target.num_cores, iterations, suite="calibration",
@@ -165,11 +184,6 @@ class PeakKernel(_MeasurementOnly):
     def check(self, config: Config) -> None:
         if len(config):
             raise SpaceError("the peak kernel has no knobs: its config is {}")
-
-    def apply(self, config: Config):
-        import tvm
-
-        return tvm.IRModule({"main": self.workload.prim_func()})
 
 
 # -- one microkernel in isolation -------------------------------------------------------------------
@@ -185,6 +199,34 @@ def benchmark_repeats(mk: Microkernel, fma_per_core_s: float) -> int:
     return max(1, math.ceil(BENCH_TARGET_SECONDS * fma_per_core_s / fmas))
 
 
+class MicrokernelBenchmarkBuilder(KernelBuilder):
+    """Builds a :class:`MicrokernelBenchmark`: the tile ``repeats`` times per call, every tensor pre-packed."""
+
+    def plan(self, config: Config) -> Plan:
+        space = self.space
+        mk, lanes, cores, repeats = space.microkernel, self.target.vector_lanes_fp32, self.target.num_cores, \
+            config["repeats"]
+        sizes = (("f", mk.vec), ("y", mk.h), ("x", mk.w), ("rc", mk.c), ("ry", mk.r), ("rx", mk.s))
+        stack = (("n", cores), (REPEAT, repeats)) if repeats > 1 else (("n", cores),)
+        return Plan("conv2d", sizes, None, BENCH_REUSE, stack, (0, 1) if cores > 1 else (0, 0), lanes,
+                    packing=ALL_PACKED)
+
+    def apply(self, config: Config):
+        import tvm
+
+        self.space.check(config)
+        return tvm.IRModule({"main": build_prim_func(self.workload, self.plan(config))})
+
+    def kernel_arguments(self, config: Config, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        wl, lanes = self.workload, self.target.vector_lanes_fp32
+        packed_data, packed_kernel = pack_conv2d(wl, lanes, *inputs)
+        out = np.zeros((wl.N, vector_blocks(wl.F, lanes), wl.OH, wl.OW, lanes), dtype="float32")
+        return [packed_data, packed_kernel, out]
+
+    def canonical_output(self, config: Config, arguments: Sequence[np.ndarray]) -> np.ndarray:
+        return unpack_conv2d(self.workload, arguments[-1]) / config["repeats"]
+
+
 class MicrokernelBenchmark(_MeasurementOnly):
     """One microkernel and its reuse loop on :func:`benchmark_workload`, the tile repeated per call.
 
@@ -196,6 +238,7 @@ class MicrokernelBenchmark(_MeasurementOnly):
     """
 
     name = "microkernel-benchmark"
+    builder_class = MicrokernelBenchmarkBuilder
 
     def __init__(self, mk: Microkernel, target: Target):
         super().__init__(benchmark_workload(mk, target.vector_lanes_fp32, target.num_cores), target)
@@ -204,29 +247,6 @@ class MicrokernelBenchmark(_MeasurementOnly):
     def check(self, config: Config) -> None:
         if set(config) != {"repeats"} or not isinstance(config["repeats"], int) or config["repeats"] < 1:
             raise SpaceError(f"a microkernel benchmark config is {{'repeats': n >= 1}}, got {config!r}")
-
-    def plan(self, config: Config) -> Plan:
-        mk, lanes, cores, repeats = self.microkernel, self.target.vector_lanes_fp32, self.target.num_cores, \
-            config["repeats"]
-        sizes = (("f", mk.vec), ("y", mk.h), ("x", mk.w), ("rc", mk.c), ("ry", mk.r), ("rx", mk.s))
-        stack = (("n", cores), (REPEAT, repeats)) if repeats > 1 else (("n", cores),)
-        return Plan("conv2d", sizes, None, BENCH_REUSE, stack, (0, 1) if cores > 1 else (0, 0), lanes,
-                    packing=ALL_PACKED)
-
-    def apply(self, config: Config):
-        import tvm
-
-        self.check(config)
-        return tvm.IRModule({"main": build_prim_func(self.workload, self.plan(config))})
-
-    def kernel_arguments(self, config: Config, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        wl, lanes = self.workload, self.target.vector_lanes_fp32
-        packed_data, packed_kernel = pack_conv2d(wl, lanes, *inputs)
-        out = np.zeros((wl.N, vector_blocks(wl.F, lanes), wl.OH, wl.OW, lanes), dtype="float32")
-        return [packed_data, packed_kernel, out]
-
-    def canonical_output(self, config: Config, arguments: Sequence[np.ndarray]) -> np.ndarray:
-        return unpack_conv2d(self.workload, arguments[-1]) / config["repeats"]
 
 
 def microkernel_gflops(record: Record, space: MicrokernelBenchmark) -> float | None:
@@ -308,6 +328,27 @@ def calibrate(target: Target | str | None = None, *, quick: bool = False, paper:
     log.info("calibrated %d microkernels in %.0f s: peak %.1f GFLOP/s, %d kept at >= %.0f %%; saved to %s",
              len(entries), catalogue.calibration_s, peak, kept, 100 * threshold, path)
     return CalibrationResult(catalogue, path, len(entries), False, time.monotonic() - t_start)
+
+
+def stored_or_quick_catalogue(target: Target | str | None = None, cache_dir: str | Path | None = None, *,
+                              auto_calibrate: bool = True, progress: bool = True) -> Catalogue:
+    """This machine's stored catalogue; a quick one measured now (and stored) if there is none.
+
+    The first-use path of the microkernel env and of ``tensorgym tune --space microkernel``: a
+    machine that was never calibrated gets the quick catalogue (22 microkernels, about 10 seconds
+    on 2 cores, with a progress bar and a note on how to run the full calibration). With
+    ``auto_calibrate=False`` the :class:`~tensorgym.spaces.microkernel.CatalogueMissing` of
+    :func:`~tensorgym.spaces.microkernel.load_catalogue` is raised instead; it names the command.
+    """
+    target = resolve_target(target)
+    try:
+        return load_catalogue(target, cache_dir)
+    except CatalogueMissing:
+        if not auto_calibrate:
+            raise
+    log.warning("this machine has no microkernel catalogue: measuring a quick one now (about 10 s); "
+                "`tensorgym microkernels calibrate` measures the full one (about 4 minutes)")
+    return calibrate(target, quick=True, cache_dir=cache_dir, progress=progress).catalogue
 
 
 def _measure_all(target: Target, candidates: Sequence[Microkernel], protocol: TimingProtocol, progress: bool,
