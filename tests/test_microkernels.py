@@ -228,3 +228,14 @@ def test_cli_commands(tmp_path, capsys, monkeypatch):
     args = parser.parse_args(["microkernels", "calibrate", "--quick", "--cache-dir", str(tmp_path), "-q"])
     assert args.func(args) == 0
     assert "reusing" in capsys.readouterr().out
+
+
+def test_the_peak_kernel_keeps_its_chains_in_the_register_file():
+    """24 FMA chains in 16 registers spill (on an AVX2 CPU they measured half its peak): the peak kernel has as
+    many chains as the register file holds; the AVX-512 kernel (and its records' key) is unchanged."""
+    from tensorgym.target import constructed_cpu
+
+    avx2, avx512 = calibration.PeakKernel(constructed_cpu("haswell")), calibration.PeakKernel(constructed_cpu("znver4"))
+    assert (avx2.workload.chains, avx2.workload.lanes) == (12, 8)
+    assert (avx512.workload.chains, avx512.workload.lanes) == (24, 16)
+    assert avx2.workload.chains + calibration.PEAK_SPARE_REGISTERS <= 16
