@@ -282,24 +282,11 @@ def _bf16_dot_impl(lanes: int):
 def _fma_desc(lanes: int, in_type: str = "float32"):
     from tvm.script import tirx as T
 
-    if in_type == "float32":
-        @T.prim_func(s_tir=True)
-        def desc(A: T.Buffer((1,), "float32", offset_factor=1), B: T.Buffer((lanes, 1), "float32", offset_factor=1),
-                 C: T.Buffer((lanes,), "float32", offset_factor=1)) -> None:
-            with T.sblock("root"):
-                T.reads(C[0:lanes], A[0:1], B[0:lanes, 0:1])
-                T.writes(C[0:lanes])
-                for i in T.serial(0, lanes):
-                    with T.sblock("update"):
-                        vi = T.axis.remap("S", [i])
-                        C[vi] = C[vi] + A[0] * B[vi, 0]
-
-        return desc
-
-    # Narrower inputs (bf16) are cast to fp32 first, as the kernel's computation does.
+    # Narrower inputs (bf16) are cast to fp32 first, as the kernel's computation does; for fp32 inputs the
+    # parser drops the casts (a cast to the same type), so the description is the plain fp32 FMA.
     @T.prim_func(s_tir=True)
-    def desc_cast(A: T.Buffer((1,), in_type, offset_factor=1), B: T.Buffer((lanes, 1), in_type, offset_factor=1),
-                  C: T.Buffer((lanes,), "float32", offset_factor=1)) -> None:
+    def desc(A: T.Buffer((1,), in_type, offset_factor=1), B: T.Buffer((lanes, 1), in_type, offset_factor=1),
+             C: T.Buffer((lanes,), "float32", offset_factor=1)) -> None:
         with T.sblock("root"):
             T.reads(C[0:lanes], A[0:1], B[0:lanes, 0:1])
             T.writes(C[0:lanes])
@@ -308,7 +295,7 @@ def _fma_desc(lanes: int, in_type: str = "float32"):
                     vi = T.axis.remap("S", [i])
                     C[vi] = C[vi] + T.cast(A[0], "float32") * T.cast(B[vi, 0], "float32")
 
-    return desc_cast
+    return desc
 
 
 def _fma_impl(lanes: int, in_type: str = "float32"):
