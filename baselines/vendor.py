@@ -372,9 +372,9 @@ def _torch_low_precision_call(torch, workload: Workload, library: str, layout: s
     return (lambda: torch.mm(a, b)), f"torch {version} oneDNN", result
 
 
-# oneDNN's ISA cap in this process (ONEDNN_MAX_CPU_ISA, set by time_vendor for a restricted CPU) -> the
-# FBGEMM instruction set of the same width. Caps without VNNI are the ones where the x86 engine picks FBGEMM.
-_FBGEMM_ISA = {"AVX2": "AVX2", "AVX512_CORE": "AVX512"}
+# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA, set by time_vendor for a restricted CPU) without VNNI: on such a CPU
+# PyTorch's x86 quantized engine picks FBGEMM.
+_CAPS_WITHOUT_VNNI = ("AVX2", "AVX512_CORE")
 
 
 def _quantized_engine(torch, library: str) -> str:
@@ -386,11 +386,11 @@ def _quantized_engine(torch, library: str) -> str:
     engine = next((e for e in wanted if e in supported), None)
     if engine is None:
         raise VendorUnavailable(f"no quantized engine among {supported} for {library}")
-    fbgemm_isa = _FBGEMM_ISA.get(os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper())
-    if engine == "x86" and fbgemm_isa and "fbgemm" in supported:
+    without_vnni = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _CAPS_WITHOUT_VNNI
+    if engine == "x86" and without_vnni and "fbgemm" in supported:
         # The x86 engine picks oneDNN when cpuinfo reports AVX512-VNNI, which a restricted CPU still does;
-        # on the CPU it stands for (no VNNI) it picks FBGEMM. FBGEMM reads its cap on its first call.
-        os.environ.setdefault("FBGEMM_ENABLE_INSTRUCTIONS", fbgemm_isa)
+        # on the CPU it stands for (no VNNI) it picks FBGEMM, which the target capped at the same ISA
+        # (FBGEMM_ENABLE_INSTRUCTIONS, Target.vendor_environment).
         engine = "fbgemm"
     torch.backends.quantized.engine = engine
     return engine

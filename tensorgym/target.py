@@ -112,6 +112,10 @@ _VENDOR_ISA_ENV = {
                "OPENBLAS_CORETYPE": "SkylakeX"},
 }
 
+# The widest oneDNN ISA level a flag allows, widest first.
+_ONEDNN_AVX512_LEVELS = (("amx_int8", "AVX512_CORE_AMX"), ("avx512_bf16", "AVX512_CORE_BF16"),
+                         ("avx512_vnni", "AVX512_CORE_VNNI"))
+
 
 class TargetError(TensorgymError, ValueError):
     """The requested target is not available on this machine."""
@@ -262,7 +266,12 @@ class Target:
         """Variables that restrict vendor libraries to this target's ISA (empty for the machine as it is)."""
         if not self.profile or self.kind != "llvm":
             return {}
-        return dict(_VENDOR_ISA_ENV.get(self.isa_level, {}))
+        env = dict(_VENDOR_ISA_ENV.get(self.isa_level, {}))
+        if self.isa_level == "avx512":
+            # oneDNN's levels above AVX512_CORE add VNNI, BF16 and AMX: a profile that has them keeps them.
+            cap = next((level for flag, level in _ONEDNN_AVX512_LEVELS if flag in self.cpu_flags), "AVX512_CORE")
+            env["ONEDNN_MAX_CPU_ISA"] = env["DNNL_MAX_CPU_ISA"] = cap
+        return env
 
     @property
     def fingerprint(self) -> str:

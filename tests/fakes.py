@@ -21,7 +21,7 @@ from tensorgym.record import Record, Status
 from tensorgym.spaces import Config, Space, TilesSpace
 from tensorgym.spaces.tiles.builder import TilesBuilder
 from tensorgym.target import constructed_cpu, resolve_target
-from tensorgym.tuner import Tuner
+from tensorgym.tuner import Trial, Tuner, TuningResult
 from tensorgym.workloads import matmul
 
 
@@ -219,3 +219,12 @@ class CandidateTilesSpace(TilesSpace):
     def restricted(self, candidate: int) -> TilesSpace:
         return TilesSpace(self.workload, self.target, unroll_choices=(self.unroll_choices[candidate],),
                           max_innermost=self.max_innermost)
+
+
+def synthetic_result(agent: str, gflops: list[float], seed: int) -> TuningResult:
+    """A TuningResult whose trials measured ``gflops`` in order, half a second apart (for boards and plots)."""
+    trials, best = [], 0.0
+    for i, g in enumerate(gflops):
+        best = max(best, g)
+        trials.append(Trial(i + 1, 0.5 * (i + 1), None, "ok", g, best, True))
+    return TuningResult(agent, "w", "w", "tiles", "t", seed, len(gflops), None, trials, None, best)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fakes import synthetic_result
+
 from tensorgym.baselines.board import Leaderboard
 from tensorgym.baselines.network_board import NetworkBoard
 from tensorgym.baselines.network_render import plot as plot_network
@@ -16,7 +18,6 @@ from tensorgym.baselines.network_render import vendor_libraries
 from tensorgym.baselines.network_vendor import NetworkVendor
 from tensorgym.baselines.render import plot_curves, vendor_full_name, vendor_label
 from tensorgym.network_result import NetworkResult, NetworkTrial
-from tensorgym.tuner import Trial, TuningResult
 
 AGENTS = ["random", "optuna", "a-search-agent-with-a-long-name"]
 VENDORS = [  # as time_vendor writes them
@@ -34,12 +35,7 @@ VENDORS = [  # as time_vendor writes them
 ]
 
 
-def _run(agent: str, gflops: list[float], seed: int) -> TuningResult:
-    trials, best = [], 0.0
-    for i, g in enumerate(gflops):
-        best = max(best, g)
-        trials.append(Trial(i + 1, 0.5 * (i + 1), None, "ok", g, best, True))
-    return TuningResult(agent, "w", "w", "tiles", "t", seed, len(gflops), None, trials, None, best)
+_run = synthetic_result
 
 
 def _board() -> Leaderboard:

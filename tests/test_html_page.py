@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fakes import synthetic_result
+
 from tensorgym.baselines.board import Leaderboard
 from tensorgym.baselines.render import html_page, plot_curves, write_html
-from tensorgym.tuner import Trial, TuningResult
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Headless, as root, offline: no sandbox (root), no GPU, no network services, a fresh profile per call.
@@ -31,12 +32,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 LINE_RGB = (0x1F, 0x77, 0xB4)  # matplotlib's first colour: the first agent's curve in every plot
 
 
-def _run(agent: str, gflops: list[float], seed: int) -> TuningResult:
-    trials, best = [], 0.0
-    for i, g in enumerate(gflops):
-        best = max(best, g)
-        trials.append(Trial(i + 1, 0.5 * (i + 1), None, "ok", g, best, True))
-    return TuningResult(agent, "w", "w", "tiles", "t", seed, len(gflops), None, trials, None, best)
+_run = synthetic_result
 
 
 @pytest.fixture(scope="module")

@@ -87,3 +87,11 @@ def test_constructed_cpus_describe_their_register_files():
     arm = constructed_cpu("neoverse-n1")
     assert arm.mtriple == "aarch64-linux-gnu" and arm.vector_lanes_fp32 == 4
     assert "aarch64" in str(arm.tvm_target())
+
+
+def test_a_restricted_avx512_cpu_keeps_the_onednn_levels_its_flags_allow():
+    host = dataclasses.replace(AVX512_HOST, cpu_flags=AVX512_HOST.cpu_flags + ("avx512_bf16",))
+    assert restricted_cpu(host, "x86-64-v4").vendor_environment()["ONEDNN_MAX_CPU_ISA"] == "AVX512_CORE"
+    assert restricted_cpu(host, "cascadelake").vendor_environment()["ONEDNN_MAX_CPU_ISA"] == "AVX512_CORE_VNNI"
+    assert restricted_cpu(host, "znver4").vendor_environment()["ONEDNN_MAX_CPU_ISA"] == "AVX512_CORE_BF16"
+    assert restricted_cpu(host, "x86-64-v3").vendor_environment()["ONEDNN_MAX_CPU_ISA"] == "AVX2"
