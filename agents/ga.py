@@ -405,8 +405,11 @@ class GAAgent(SearchAgent, GeneratorStrategy):
         rule_names = list(weights)
         rule_p = np.array([weights[r] for r in rule_names]) / sum(weights.values())
         # Children are checked where the space constrains configs beyond the tiles' divisibility: a mapping
-        # candidate's register rule, a GPU's thread, shared-memory and register limits, a template's combinations.
-        check_children = hasattr(space, "tiling_of") or space.name != "tiles" or space.target.kind != "llvm"
+        # candidate's register rule, a GPU's thread, shared-memory and register limits, a template's combinations,
+        # a benchmark space's bounds.
+        # A bounded (benchmark) tiles space keeps only some of each level's divisors, which a tile move may leave.
+        check_children = (hasattr(space, "tiling_of") or space.name != "tiles" or space.target.kind != "llvm"
+                          or getattr(space, "bounds", None) is not None)
         best: dict[Config, float] = {}
         pop = list(population)
         for generation in range(self.generations + 1):

@@ -230,7 +230,10 @@ class TilesParametrisation:
             else:
                 requested[coord.knob][coord.level] = coord.choices[index]
         for lp in space.loops:
-            values[lp.name] = self._repair(lp.extent, requested[lp.name])
+            if space.bounds is not None:  # a benchmark space: the nearest of the tilings it keeps
+                values[lp.name] = space.tiling.nearest_tiling(lp.name, requested[lp.name])
+            else:
+                values[lp.name] = self._repair(lp.extent, requested[lp.name])
         return Config(values)
 
     def params(self, config: Config) -> dict[str, int]:

@@ -1,15 +1,31 @@
 """The compare board: every run's result, and the statistics the tables show (mean and range or 95 % interval).
 
-Per env x agent, the best GFLOP/s after N measurements and after T seconds of
-tuning clock (:meth:`TuningResult.best_at`), the final best, the final best
+An env is a layer or a network (a layer is a network of one task), and its
+runs are read the same way. Per env x agent (a network's agents are its task
+schedulers), the best GFLOP/s after N measurements and after T seconds of
+tuning clock (:meth:`TuningResult.best_at`; a network's GFLOP/s are its
+layers' FLOPs over its estimated latency), the final best, the final best
 re-timed at the end, and the number of measurements needed to reach 95 % of
 the run's own final best; each as the mean and min-max over seeds. Then
-the field's methodology score (:mod:`.methodology`) of each agent's median
+the field's methodology score (:mod:`.methodology`) of each agent's mean
 best-so-far curve against random search (0) and the best known result (1),
 over trials (``score``) and over tuning clock (``score(t)``), and the area
 under each run's best-so-far curve as a fraction of the best known's (``AUC``).
-The vendor libraries are extra rows. :mod:`.render` turns a board into text,
-Markdown, CSV, JSON, plots and an HTML page; :mod:`.compare` fills one.
+With the reference agent among the agents (round-robin, a network's baseline
+scheduler), ``to-RR``: the trials a run needed to reach the final of the
+reference's run *of the same seed*, and ``%RR``: that as a share of the
+reference's trials (GTA's headline). The vendor libraries are extra rows (a
+network's: PyTorch's weighted sum over its layers). Trial and time points
+default to 25, 50 and 100 % of the budget and of the shortest run's clock.
+:mod:`.render` turns a board into text, Markdown, CSV, JSON, plots and an
+HTML page; :mod:`.compare` fills one.
+
+**On landscapes** (``compare --backend landscape``: every config of each env's
+benchmark space was measured, :mod:`tensorgym.landscape`) the true optimum is
+known, and the board uses it: ``%opt``, each run's final best as a share of the
+optimum, and the methodology score against the optimum, with random search's
+baseline drawn without replacement from the whole space
+(:func:`.methodology.exhaustive_reference`) instead of from the random runs.
 """
 
 from __future__ import annotations
@@ -27,6 +43,8 @@ DEFAULT_TRIAL_POINTS = (16, 32, 64, 128)
 DEFAULT_TIME_POINTS = (60.0, 120.0)
 REACH_FRACTION = 0.95
 METHODOLOGY_METRICS = ("score", "score(t)", "AUC")
+FRACTIONS = (0.25, 0.5, 1.0)  # the points of a board given none: shares of the budget, of the shortest run's clock
+REFERENCE = "round-robin"  # the agent other runs are asked to reach (to-RR, %RR) when it is on the board
 
 
 @dataclass(frozen=True)
@@ -102,6 +120,21 @@ def trials_to_fraction(result: TuningResult, fraction: float = REACH_FRACTION) -
     return None
 
 
+@dataclass(frozen=True)
+class LandscapeFacts:
+    """What a board knows of an env's landscape: the true optimum and every config's throughput."""
+
+    optimum_gflops: float
+    scores: np.ndarray  # every config's recorded GFLOP/s (failed: 0)
+    seconds_per_trial: float  # the space's mean wall seconds per measured config
+    cpu: str  # where it was measured
+    path: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"optimum_gflops": self.optimum_gflops, "configs": int(self.scores.size),
+                "seconds_per_trial": self.seconds_per_trial, "cpu": self.cpu, "path": self.path}
+
+
 @dataclass
 class Leaderboard:
     """The results of a :func:`compare` run and the table made of them."""
@@ -111,51 +144,96 @@ class Leaderboard:
     seeds: list[int]
     budget: int | None
     time_budget: float | None = None
-    trial_points: tuple[int, ...] = DEFAULT_TRIAL_POINTS
-    time_points: tuple[float, ...] = DEFAULT_TIME_POINTS
+    trial_points: tuple[int, ...] | None = DEFAULT_TRIAL_POINTS  # None: FRACTIONS of the budget
+    time_points: tuple[float, ...] | None = DEFAULT_TIME_POINTS  # None: FRACTIONS of the shortest run's clock
     results: dict[tuple[str, str], list[TuningResult]] = field(default_factory=dict)
     result_files: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     vendor: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     errors: list[dict[str, Any]] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)  # env id -> workload label
     cluster: dict[str, Any] = field(default_factory=dict)  # a Ray run's address and record writer's statistics
+    landscapes: dict[str, LandscapeFacts] = field(default_factory=dict)  # env id -> its landscape (backend landscape)
+    timing: dict[str, Any] = field(default_factory=dict)  # where a run's wall time went (simulated runs)
 
     @property
     def points(self) -> tuple[int, ...]:
         """The trial points that fit the budget."""
+        if self.trial_points is None:
+            return () if self.budget is None else tuple(dict.fromkeys(max(1, round(f * self.budget))
+                                                                      for f in FRACTIONS))
         if self.budget is None:
             return tuple(self.trial_points)
         fitting = tuple(p for p in self.trial_points if p <= self.budget)
         return fitting or (self.budget,)
 
+    @property
+    def seconds(self) -> tuple[float, ...]:
+        """The time points (seconds of tuning clock)."""
+        if self.time_points is not None:
+            return tuple(self.time_points)
+        ends = [r.trials[-1].elapsed_s for runs in self.results.values() for r in runs if r.trials]
+        return tuple(dict.fromkeys(round(f * min(ends), 1) for f in FRACTIONS)) if ends else ()
+
+    @property
+    def reference_columns(self) -> tuple[str, str] | None:
+        """The names of the columns that read the reference agent's runs (``to-RR``, ``%RR``), if it is here."""
+        if REFERENCE not in self.agents:
+            return None
+        short = "".join(word[0].upper() for word in REFERENCE.split("-"))
+        return f"to-{short}", f"%{short}"
+
     def metric_names(self) -> list[str]:
-        return ([f"@{p}" for p in self.points] + [f"@{seconds_label(t)}" for t in self.time_points]
-                + ["final", "re-timed", f"to{round(REACH_FRACTION * 100)}%"] + list(METHODOLOGY_METRICS))
+        return ([f"@{p}" for p in self.points] + [f"@{seconds_label(t)}" for t in self.seconds]
+                + ["final", *(["%opt"] if self.landscapes else ["re-timed"]), f"to{round(REACH_FRACTION * 100)}%"]
+                + list(METHODOLOGY_METRICS) + list(self.reference_columns or ()))
 
     def stats(self, env_id: str, agent: str) -> dict[str, Stat]:
         runs = self.results.get((env_id, agent), [])
         out = {f"@{p}": Stat(tuple(r.best_at(trials=p) for r in runs)) for p in self.points}
-        out.update({f"@{seconds_label(t)}": Stat(tuple(r.best_at(seconds=t) for r in runs)) for t in self.time_points})
+        out.update({f"@{seconds_label(t)}": Stat(tuple(r.best_at(seconds=t) for r in runs)) for t in self.seconds})
         out["final"] = Stat(tuple(r.best_gflops for r in runs))
         out["re-timed"] = Stat(tuple(r.extra.get("remeasured_gflops") for r in runs))
+        facts = self.landscapes.get(env_id)
+        if facts is not None:
+            out["%opt"] = Stat(tuple(100.0 * r.best_gflops / facts.optimum_gflops for r in runs))
         out[f"to{round(REACH_FRACTION * 100)}%"] = Stat(tuple(
             None if (n := trials_to_fraction(r)) is None else float(n) for r in runs))
         out.update(self.methodology_stats(env_id, agent))
+        if self.reference_columns is not None:
+            reach, share = [], []
+            for r in runs:
+                ref = self.reference_run(env_id, r.seed)
+                n = r.trials_to_reach(1.0, ref.best_gflops) if ref is not None and ref.best_gflops else None
+                reach.append(None if n is None else float(n))
+                share.append(None if n is None or not ref.trials else 100.0 * n / len(ref.trials))
+            to_ref, share_of_ref = self.reference_columns
+            out[to_ref], out[share_of_ref] = Stat(tuple(reach)), Stat(tuple(share))
         return out
+
+    def reference_run(self, env_id: str, seed: int) -> TuningResult | None:
+        """The reference agent's run of ``seed`` on ``env_id``."""
+        return next((r for r in self.results.get((env_id, REFERENCE), []) if r.seed == seed), None)
 
     def env_runs(self, env_id: str) -> dict[str, list[TuningResult]]:
         """Every agent's results on ``env_id``."""
         return {agent: self.results.get((env_id, agent), []) for agent in self.agents}
 
     def methodology_reference(self, env_id: str) -> methodology.Reference | None:
-        """What ``env_id``'s methodology scores are measured against (None without random runs)."""
+        """What ``env_id``'s methodology scores are measured against: its landscape's whole space and true optimum,
+        or else the random runs and the best known (None without random runs)."""
+        facts = self.landscapes.get(env_id)
+        if facts is not None:
+            trials = self.budget if self.budget is not None else min(
+                (len(r.trials) for runs in self.env_runs(env_id).values() for r in runs if r.trials), default=0)
+            return methodology.exhaustive_reference(facts.scores, facts.seconds_per_trial, trials)
         return methodology.reference(self.env_runs(env_id), self.budget)
 
     def methodology_stats(self, env_id: str, agent: str) -> dict[str, Stat]:
-        """``score`` and ``score(t)`` (one value: the median curve over seeds) and ``AUC`` (per seed)."""
+        """``score`` and ``score(t)`` (one value: the mean curve over seeds) and ``AUC`` (per seed)."""
         runs = self.results.get((env_id, agent), [])
         scores = methodology.score_runs(runs, self.methodology_reference(env_id))
-        optimum = methodology.best_known(self.env_runs(env_id))
+        facts = self.landscapes.get(env_id)
+        optimum = facts.optimum_gflops if facts is not None else methodology.best_known(self.env_runs(env_id))
         trials = self.budget if self.budget is not None else min(
             (len(r.trials) for results in self.env_runs(env_id).values() for r in results if r.trials), default=0)
         return {"score": Stat((scores.trials,)), "score(t)": Stat((scores.time,)),
@@ -172,7 +250,7 @@ class Leaderboard:
             for ref in self.vendor.get(env_id, []):
                 if ref.get("gflops") is not None:
                     out.append({"env": env_id, "workload": self.labels.get(env_id, ""),
-                                "agent": f"vendor: {ref['library']} {ref['layout']}", "seeds": [],
+                                "agent": f"vendor: {ref['library']} {ref['layout']}".rstrip(), "seeds": [],
                                 "stats": {"final": Stat((ref["gflops"],)),
                                           "re-timed": Stat((ref.get("remeasured_gflops"),))}})
         return out
@@ -181,10 +259,12 @@ class Leaderboard:
         return {
             "settings": {"env_ids": self.env_ids, "agents": self.agents, "seeds": self.seeds, "budget": self.budget,
                          "time_budget": self.time_budget, "trial_points": list(self.points),
-                         "time_points": list(self.time_points)},
+                         "time_points": list(self.seconds)},
             "rows": [{**r, "stats": {k: s.to_json() for k, s in r["stats"].items()}} for r in self.rows()],
             "methodology": {env_id: _reference_json(self.methodology_reference(env_id)) for env_id in self.env_ids},
             **({"cluster": self.cluster} if self.cluster else {}),
+            **({"landscapes": {e: f.to_json() for e, f in self.landscapes.items()}} if self.landscapes else {}),
+            **({"timing": self.timing} if self.timing else {}),
             "vendor": self.vendor, "errors": self.errors,
             "result_files": {f"{e}/{a}": files for (e, a), files in self.result_files.items()},
         }
@@ -198,4 +278,5 @@ def _reference_json(ref: methodology.Reference | None) -> dict[str, Any] | None:
     if ref is None:
         return None
     return {"best_known_gflops": ref.optimum, "random_sample_size": int(ref.sample.size),
-            "random_seconds_per_trial": ref.seconds_per_trial, "trials": ref.trials}
+            "random_seconds_per_trial": ref.seconds_per_trial, "trials": ref.trials,
+            "optimum": "true (the whole space was measured)" if ref.exhaustive else "best known"}

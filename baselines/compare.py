@@ -8,6 +8,17 @@ NumPy and PyTorch; int8 and bf16: the references of :mod:`.vendor`). With
 (``space=`` chooses another). Agents are built by name through
 :func:`tensorgym.agents.make_agent`, so every registered agent can take part.
 
+**Networks.** A layer is a network of one task, and a network is compared the
+same way (``tensorgym compare-network``): its env id (``Network-ResNet18-v0``,
+or a :class:`~tensorgym.networks.Network`) is an env of the board, its agents
+are task schedulers (:func:`tensorgym.catalog.make_scheduler`: round-robin,
+gradient, dual-task, ...) over its network env, its GFLOP/s are its layers'
+FLOPs over its estimated latency, and its vendor row is PyTorch's weighted sum
+over the same layers (:func:`.vendor.time_network_references`). Its runs are
+made in this process and are not re-timed. A comparison is of layers or of
+networks, not both. The envs of every run are made in one place
+(``_run_local``), over one :class:`~tensorgym.context.TuningContext`.
+
 Because the agents share the database, an agent may find a config another
 agent already measured. The :class:`~tensorgym.tuner.Tuner` charges such a
 replayed record one trial and the wall seconds its measurement took when it
@@ -68,17 +79,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import gymnasium as gym
 import numpy as np
 
-from tensorgym.catalog import ENVS, make_agent, make_space
-from tensorgym.checks import integer, is_integer, number
+from tensorgym.catalog import ENVS, make_agent, make_scheduler, make_space, space_class
+from tensorgym.checks import choice, integer, is_integer, number
 from tensorgym.config import Config
+from tensorgym.context import TuningContext
 from tensorgym.database import Database, DatabaseError, database_path, default_path
-from tensorgym.envs.base import TuningEnv, tuning_env
+from tensorgym.envs.base import tuning_env
+from tensorgym.envs.network_env import NetworkEnv, default_agent
 from tensorgym.envs.registration import PARAMETRIC_IDS, make_env, workload_of
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.measure import Measurer
 from tensorgym.measure.contention import is_busy
+from tensorgym.networks import Network, resolve_network
 from tensorgym.record import BUSY_SHARE
 from tensorgym.spaces.base import Space
 from tensorgym.target import Target, resolve_target
@@ -86,14 +101,21 @@ from tensorgym.text import slug
 from tensorgym.tuner import ProgressBarCallback, TuningResult, check_budget
 from tensorgym.workloads import Workload
 
-from .board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, Leaderboard
+from .board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, LandscapeFacts, Leaderboard
 from .render import plot_curves, write_html, write_tables
-from .vendor import time_references, time_vendor
+from .vendor import time_network_references, time_references, time_vendor
 
 log = logging.getLogger(__name__)
 
 DEFAULT_AGENTS = ("random", "ga", "dgd", "optuna", "metaschedule")
-_Saved = TypeVar("_Saved")  # a layer's TuningResult, a network's NetworkResult, vendor timings
+DEFAULT_SCHEDULERS = ("round-robin", "gradient", "dual-task")  # the agents of a network's comparison
+BACKENDS = ("tvm", "landscape")
+# The landscape leaderboard's agents and points: a run costs no measurement, so it reads further.
+LANDSCAPE_AGENTS = ("random", "ga", "dgd", "ga-random-model", "dgd-random-model", "optuna")
+LANDSCAPE_TRIAL_POINTS = (16, 32, 64, 128, 256, 512)
+LANDSCAPE_TIME_POINTS = (30.0, 60.0, 120.0, 300.0)
+NETWORK_ID_PREFIX = "Network-"  # env ids of networks (Network-ResNet18-v0), which task schedulers tune
+_Saved = TypeVar("_Saved")  # a TuningResult, vendor timings
 
 
 def _parse_seeds(seeds: int | Sequence[int]) -> list[int]:
@@ -195,28 +217,34 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=1))
 
 
-def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS, budget: int | None = 128,
-            seeds: int | Sequence[int] = 3, db: str | Path | None = None,
-            time_points: Sequence[float] = DEFAULT_TIME_POINTS, trial_points: Sequence[int] = DEFAULT_TRIAL_POINTS,
-            out_dir: str | Path = "compare-results", *, time_budget: float | None = None,
-            agent_options: Mapping[str, Mapping[str, Any]] | None = None, vendor: bool = True, plot: bool = True,
-            progress: bool = True, remeasure: int = 3, shape: Mapping[str, Any] | None = None,
-            native_blas: bool = False, target: Target | str | None = None, ray: str | None = None,
-            space: str | None = None, dtype: str = "float32") -> Leaderboard:
+def compare(env_ids: "Sequence[str | Network] | str | Network", agents: str | Sequence[str] = DEFAULT_AGENTS,
+            budget: int | None = 128, seeds: int | Sequence[int] = 3, db: str | Path | None = None,
+            time_points: Sequence[float] | None = DEFAULT_TIME_POINTS,
+            trial_points: Sequence[int] | None = DEFAULT_TRIAL_POINTS, out_dir: str | Path = "compare-results", *,
+            time_budget: float | None = None, agent_options: Mapping[str, Mapping[str, Any]] | None = None,
+            vendor: bool = True, plot: bool = True, progress: bool = True, remeasure: int = 3,
+            shape: Mapping[str, Any] | None = None, native_blas: bool = False, target: Target | str | None = None,
+            ray: str | None = None, space: str | None = None, dtype: str | None = "float32",
+            measure_per_round: int | None = None, search: str | None = None,
+            search_options: Mapping[str, Any] | None = None, backend: str = "tvm", landscape: str | None = None,
+            jobs: int | None = None) -> Leaderboard:
     """Run every agent on every env with the same budget, one at a time, into one database.
 
     Args:
-        env_ids: registered env ids (``tensorgym list``).
-        agents: agent names (a list, or comma-separated), built with ``make_agent``.
-        budget: measurements per run; time_budget: seconds of tuning clock per run (optional).
+        env_ids: registered env ids (``tensorgym list``), or networks (a :class:`~tensorgym.networks.Network`,
+            or a built-in network's id such as ``Network-ResNet18-v0``); layers or networks, not both.
+        agents: agent names (a list, or comma-separated), built with ``make_agent``; for networks, task
+            scheduler names, built with ``make_scheduler``.
+        budget: measurements per run (over a network's layers); time_budget: seconds of tuning clock per run.
         seeds: a number of seeds (0..n-1) or the seeds themselves.
         db: the tensorgym database every run measures into (created if missing; default:
             :func:`tensorgym.database.default_path`).
-        time_points, trial_points: where the table reads the best-so-far curves.
+        time_points, trial_points: where the table reads the best-so-far curves (None: 25, 50 and 100 % of
+            the shortest run's clock, of the budget).
         out_dir: where results, tables and plots go; also the resume cache.
-        agent_options: keyword arguments per agent name, for ``make_agent``.
-        vendor: time the vendor libraries; plot: write the PNGs.
-        remeasure: rounds of re-timing every run's best config and the vendors at the end (0: none).
+        agent_options: keyword arguments per agent (or scheduler) name, for ``make_agent`` (``make_scheduler``).
+        vendor: time the vendor libraries (a network's: PyTorch's weighted sum); plot: write the PNGs.
+        remeasure: rounds of re-timing every run's best config and the vendors at the end (0: none; layers).
         progress: progress bars.
         shape: the shape of the parametric ids among ``env_ids`` (``tensorgym/Matmul-v0``
             needs ``{"M": .., "N": .., "K": ..}``); suite layers have theirs.
@@ -227,43 +255,50 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
         ray: ``"auto"`` or a Ray head's ``HOST:PORT``: spread the runs over that cluster's
             measuring nodes (:mod:`tensorgym.cluster`), every record still committed to ``db``;
             with a remote ``target`` the nodes build and the device servers of its key time.
-            ``None`` (default): every run in this process, Ray not imported.
-        space: the space the search agents tune in (default: each agent's own, ``tiles`` for most;
-            ``mapping`` when ``dtype`` is not float32). The MetaSchedule peer searches its own space
+            ``None`` (default): every run in this process, Ray not imported. Layers only.
+        space: the space the search agents tune in (default: each agent's own, ``tiles`` for most and for
+            networks; ``mapping`` when ``dtype`` is not float32). The MetaSchedule peer searches its own space
             whatever this is.
-        dtype: the workloads' data type (``"float32"``, ``"int8"``, ``"bf16"``); a non-default one is part
-            of the ids the table and the files use (``Conv2d-ResNet18-C7-v0[dtype=int8]``).
+        dtype: the workloads' data type (``"float32"``, ``"int8"``, ``"bf16"``; None: as given); another than
+            float32 is part of the ids the table and the files use (``Conv2d-ResNet18-C7-v0[dtype=int8]``).
+        measure_per_round, search, search_options: a network's trials per round (default: Ansor's), the search
+            inside its layers and its options (default: the network env's).
+        backend: ``"tvm"`` (compile and time) or ``"landscape"``: every run answered from the layer's shipped
+            landscape (:mod:`tensorgym.landscape`; nothing compiled, no database, no vendors), ``jobs`` runs at a
+            time in their own processes (default: one per core), scored against the true optimum.
+        landscape: the CPU folder of the landscapes to use when they are another CPU's (named explicitly).
 
     Returns the :class:`Leaderboard` (also written to ``out_dir``).
     """
-    if isinstance(env_ids, str):
-        env_ids = [env_ids]
-    env_ids = list(dict.fromkeys(env_ids))
-    if not env_ids:
-        raise InvalidArgumentError("give at least one env id (see `tensorgym list`)")
-    if shape and not any(env_id in PARAMETRIC_IDS for env_id in env_ids):
-        raise InvalidArgumentError(f"a shape is for {' and '.join(PARAMETRIC_IDS)}; none of {', '.join(env_ids)} "
-                                   f"takes one (suite layers have theirs)")
-    workloads: dict[str, Workload] = {}  # the board's env id -> its workload
-    for env_id in env_ids:
-        own = shape if env_id in PARAMETRIC_IDS else None
-        # A custom shape and a non-default dtype are part of the id the table, the files and the resume cache use.
-        parts = [f"{k}={v}" for k, v in (own or {}).items()] + ([f"dtype={dtype}"] if dtype != "float32" else [])
-        shown = f"{env_id}[{','.join(parts)}]" if parts else env_id
-        workloads[shown] = workload_of(env_id, own).with_dtype(dtype)
-    env_ids = list(workloads)
-    default_space = space or ("mapping" if dtype != "float32" else None)
+    choice("backend", backend, BACKENDS)
+    tuned = _tuned(env_ids, shape, dtype)
+    env_ids = list(tuned)
+    networks = isinstance(next(iter(tuned.values())), Network)
+    if backend == "landscape":
+        return _compare_on_landscapes(tuned, _parse_names(agents), budget, _parse_seeds(seeds), time_points,
+                                      trial_points, out_dir, time_budget, agent_options, plot, progress, space,
+                                      landscape, jobs, networks, ray)
+    default_space = space or ("mapping" if dtype not in (None, "float32") else "tiles" if networks else None)
     names = _parse_names(agents)
     seed_list = _parse_seeds(seeds)
     options = {name: dict((agent_options or {}).get(name, {})) for name in names}
-    built = {name: make_agent(name, **options[name]) for name in names}  # fails early on unknown names
+    make = make_scheduler if networks else make_agent
+    built = {name: make(name, **options[name]) for name in names}  # fails early on unknown names
     for agent in built.values():
-        agent.check_space(default_space or agent.env_space)  # fails early on an agent that cannot tune there
+        if not networks:
+            agent.check_space(default_space or agent.env_space)  # fails early on an agent that cannot tune there
     check_budget(budget, time_budget)
-    trial_points = tuple(integer("a trial point", p, minimum=1) for p in trial_points)
-    time_points = tuple(number("a time point", t, positive=True) for t in time_points)
+    trial_points = None if trial_points is None else tuple(integer("a trial point", p, minimum=1)
+                                                           for p in trial_points)
+    time_points = None if time_points is None else tuple(number("a time point", t, positive=True)
+                                                         for t in time_points)
     remeasure = integer("remeasure", remeasure, minimum=0)
     target = resolve_target(target)
+    if networks:
+        if ray is not None:
+            raise InvalidArgumentError("a network's runs are run in this process; ray= spreads the runs of layers")
+        for network in tuned.values():
+            _check_network(network, default_space, search, search_options or {}, target)
     if target.remote is not None and vendor:
         log.warning("compare: the vendor libraries run on this machine, not on %s: no vendor rows", target.label)
         vendor = False
@@ -273,9 +308,10 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
     created = _make_dirs(out)
     board = Leaderboard(env_ids=env_ids, agents=names, seeds=seed_list, budget=budget, time_budget=time_budget,
                         trial_points=trial_points, time_points=time_points)
-    board.labels.update({env_id: workload.label for env_id, workload in workloads.items()})
-    plan = _Plan(workloads, [(e, s, a) for e in env_ids for s in seed_list for a in names], built, options, budget,
-                 time_budget, out, vendor, remeasure, progress, native_blas, default_space)
+    board.labels.update({env_id: _label(item) for env_id, item in tuned.items()})
+    plan = _Plan(tuned, [(e, s, a) for e in env_ids for s in seed_list for a in names], built, options, budget,
+                 time_budget, out, vendor, remeasure, progress, native_blas, default_space, measure_per_round,
+                 search, dict(search_options or {}))
     try:
         if ray is None:
             _run_local(board, plan, db_path, target)
@@ -292,13 +328,58 @@ def compare(env_ids: Sequence[str], agents: str | Sequence[str] = DEFAULT_AGENTS
     return board
 
 
+def _tuned(env_ids: "Sequence[str | Network] | str | Network", shape: Mapping[str, Any] | None,
+           dtype: str | None) -> "dict[str, Workload | Network]":
+    """The board's env ids and what each tunes: a layer's workload, or a network (a layer is a network of one
+    task, but its agents are searches, a network's are schedulers: a comparison is of layers or of networks)."""
+    entries = [env_ids] if isinstance(env_ids, (str, Network)) else list(env_ids)
+    if not entries:
+        raise InvalidArgumentError("give at least one env id (see `tensorgym list`)")
+    if shape and not any(entry in PARAMETRIC_IDS for entry in entries):
+        raise InvalidArgumentError(f"a shape is for {' and '.join(PARAMETRIC_IDS)}; none of "
+                                   f"{', '.join(map(str, entries))} takes one (suite layers have theirs)")
+    tuned: dict[str, Workload | Network] = {}
+    for entry in entries:
+        if isinstance(entry, Network) or (isinstance(entry, str) and entry.startswith(NETWORK_ID_PREFIX)):
+            network = resolve_network(entry)
+            item, env_id, own = network.with_dtype(dtype) if dtype else network, network.env_id, None
+        else:
+            own = shape if entry in PARAMETRIC_IDS else None
+            item, env_id = workload_of(entry, own), entry
+            item = item.with_dtype(dtype) if dtype else item
+        # A custom shape and a non-default dtype are part of the id the table, the files and the resume cache use.
+        parts = [f"{k}={v}" for k, v in (own or {}).items()] + ([f"dtype={dtype}"] if dtype not in (None, "float32")
+                                                                else [])
+        tuned.setdefault(f"{env_id}[{','.join(parts)}]" if parts else env_id, item)
+    if len({isinstance(item, Network) for item in tuned.values()}) > 1:
+        raise InvalidArgumentError("compare layers or networks, not both: a layer's agents are searches, a "
+                                   "network's are task schedulers")
+    return tuned
+
+
+def _label(item: "Workload | Network") -> str:
+    return item.name if isinstance(item, Network) else item.label
+
+
+def _check_network(network: Network, space: str, search: str | None, search_options: Mapping[str, Any],
+                   target: Target) -> None:
+    """Refuse, before any file is made, what the network env would: a search that cannot work in ``space``, or
+    a layer's dtype ``space`` does not schedule on ``target``."""
+    make_agent(search or default_agent(space), **search_options).check_space(space)
+    supported = space_class(space).for_target(target).supported_dtypes
+    unsupported = sorted({t.workload.dtype for t in network.tasks} - set(supported))
+    if unsupported:
+        raise InvalidArgumentError(f"the {space!r} space schedules {', '.join(supported)}, not "
+                                   f"{', '.join(unsupported)}; choose another --space or --dtype")
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What a compare run does, whoever runs it (this process, or a Ray cluster)."""
 
-    workloads: dict[str, Workload]
+    tuned: "dict[str, Workload | Network]"  # env id -> the layer's workload, or the network
     runs: list[tuple[str, int, str]]  # (env id, seed, agent name), in table order
-    agents: dict[str, Any]  # name -> the agent
+    agents: dict[str, Any]  # name -> the agent (a network's: the task scheduler)
     options: dict[str, dict[str, Any]]
     budget: int | None
     time_budget: float | None
@@ -308,14 +389,26 @@ class _Plan:
     progress: bool
     native_blas: bool = False
     space: str | None = None  # the space every search agent tunes in (None: each agent's own)
+    measure_per_round: int | None = None  # a network's trials per round (None: Ansor's)
+    search: str | None = None  # the search inside a network's layers (None: the network env's)
+    search_options: dict[str, Any] | None = None
 
     def env_space(self, agent) -> str:
-        """The space of the env ``agent`` tunes (the plan's, or the agent's own)."""
+        """The space of the env ``agent`` tunes (the plan's, or the agent's own; a network's: the plan's)."""
         return self.space if self.space is not None else agent.env_space
 
+    def tune_options(self, env_id: str) -> dict[str, Any]:
+        """What a run's ``tune`` takes beside the budget: a network's scheduler, its round size."""
+        return {"measure_per_round": self.measure_per_round} if isinstance(self.tuned[env_id], Network) else {}
+
     def result_path(self, env_id: str, agent: str, seed: int) -> Path:
-        # A space other than the agent's own is part of the run's identity (and of its file name).
-        options = {**self.options[agent], **({"space": self.space} if self.space else {})}
+        # A space other than the agent's own is part of the run's identity (and of its file name), and so are
+        # a network's layers, rounds and search.
+        network = self.tuned[env_id]
+        options = {**self.options[agent], **({"space": self.space} if self.space else {}),
+                   **({"network": network.to_json(), "measure_per_round": self.measure_per_round,
+                       "search": self.search, "search_options": self.search_options}
+                      if isinstance(network, Network) else {})}
         return _result_path(self.out, env_id, agent, seed, options)
 
     def saved_result(self, env_id: str, agent: str, seed: int) -> TuningResult | None:
@@ -324,6 +417,18 @@ class _Plan:
 
     def vendor_path(self, env_id: str) -> Path:
         return self.out / "vendor" / f"{slug(env_id)}.json"
+
+    def vendor_timings(self, env_id: str) -> list[dict[str, Any]]:
+        """The vendor references of ``env_id`` (a layer's, or a network's weighted sum), saved for a resume; a
+        network's saved ones are reused when they are of the same layers."""
+        item = self.tuned[env_id]
+        if not isinstance(item, Network):
+            return _cached_vendor(self.vendor_path(env_id), functools.partial(
+                time_references, item, native_blas=self.native_blas))
+        keys = [t.workload.key for t in item.tasks]
+        return _cached_vendor(self.vendor_path(env_id), functools.partial(
+            time_network_references, item, native_blas=self.native_blas, progress=self.progress),
+            lambda refs: [[layer.get("key") for layer in ref.get("layers", [])] for ref in refs] == [keys])
 
     def progress_bar(self):
         if not self.progress:
@@ -338,24 +443,39 @@ def _add_result(board: Leaderboard, env_id: str, agent: str, result: TuningResul
     board.result_files.setdefault((env_id, agent), []).append(str(path))
 
 
-def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Target) -> None:
-    """Every run in turn in this process, one measurer, one database."""
-    bar = plan.progress_bar()
-    database = Database(db_path)
-    measurer = Measurer(target)
-    envs_open: dict[tuple[str, str], TuningEnv] = {}
+def open_env(item: "Workload | Network", space: str, context: TuningContext, search: str | None = None,
+             search_options: Mapping[str, Any] | None = None) -> gym.Env:
+    """The env a run of the comparison tunes ``item`` in, over ``context``: a layer's env of ``space``, or a network's
+    (``search``: the search inside its layers). The one place the runs' envs, and so their evaluators, are made
+    (in this process and on a Ray node)."""
+    if isinstance(item, Network):
+        return NetworkEnv(item, space=space, context=context, agent=search, agent_options=search_options)
+    return make_env(item, space=space, context=context)
 
-    def env_for(env_id: str, space: str) -> TuningEnv:
+
+def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Target) -> None:
+    """Every run in turn in this process, in one tuning context: one database, the process's measurer of the
+    target."""
+    bar = plan.progress_bar()
+    context = TuningContext.shared(target, db_path)
+    envs_open: dict[tuple[str, str], gym.Env] = {}
+
+    def env_for(env_id: str, space: str) -> gym.Env:
         if (env_id, space) not in envs_open:
-            envs_open[(env_id, space)] = make_env(plan.workloads[env_id], space=space, target=target, db=database,
-                                                  measurer=measurer)
+            envs_open[(env_id, space)] = open_env(plan.tuned[env_id], space, context, plan.search,
+                                                  plan.search_options)
         return envs_open[(env_id, space)]
 
     try:
+        _ = context.database  # opened now: a database that cannot be used ends the run before it starts
+    except BaseException:
+        context.close()
+        raise
+
+    try:
         if plan.vendor:
-            for env_id, workload in plan.workloads.items():
-                board.vendor[env_id] = _cached_vendor(plan.vendor_path(env_id), functools.partial(
-                    time_references, workload, native_blas=plan.native_blas))
+            for env_id in plan.tuned:
+                board.vendor[env_id] = plan.vendor_timings(env_id)
         for env_id, seed, name in plan.runs:
             agent = plan.agents[name]
             path = plan.result_path(env_id, name, seed)
@@ -367,7 +487,8 @@ def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Tar
                 with _noting_failure(board.errors, {"env": env_id, "agent": name, "seed": seed}):
                     result = agent.tune(env_for(env_id, plan.env_space(agent)), budget=plan.budget,
                                         time_budget=plan.time_budget, seed=seed,
-                                        callback=ProgressBarCallback() if plan.progress else None)
+                                        callback=ProgressBarCallback() if plan.progress else None,
+                                        **plan.tune_options(env_id))
                 if result is None:  # it failed (noted in board.errors)
                     if bar is not None:
                         bar.update(1)
@@ -384,8 +505,8 @@ def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Tar
                     continue
                 spaces = {r.space: _space_for(env_for, env_id, r.space, plan.space or "tiles") for _, _, r in runs}
                 kernel_values, vendor_values = retime_interleaved(
-                    measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
-                    [(plan.workloads[env_id], ref["backend"], ref.get("choice") or ref["layout"]) for ref in refs],
+                    context.measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
+                    [(plan.tuned[env_id], ref["backend"], ref.get("choice") or ref["layout"]) for ref in refs],
                     plan.remeasure, f"re-timing {env_id}", plan.progress, plan.native_blas)
                 _store_retimes(board, env_id, runs, refs, kernel_values, vendor_values, plan)
     finally:
@@ -393,8 +514,7 @@ def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Tar
             bar.close()
         for env in envs_open.values():
             env.close()
-        measurer.close()
-        database.close()
+        context.close()
 
 
 def _run_on_ray(board: Leaderboard, plan: _Plan, db_path: str | Path, address: str, target: Target | None) -> None:
@@ -410,7 +530,7 @@ def _run_on_ray(board: Leaderboard, plan: _Plan, db_path: str | Path, address: s
     try:
         with MeasuringCluster(address, db_path) as cluster:
             jobs: dict[Any, tuple] = {}
-            for env_id, workload in plan.workloads.items():
+            for env_id, workload in plan.tuned.items():
                 cached = _read_saved(plan.vendor_path(env_id)) if plan.vendor else None
                 if cached is not None:
                     board.vendor[env_id] = cached
@@ -424,7 +544,7 @@ def _run_on_ray(board: Leaderboard, plan: _Plan, db_path: str | Path, address: s
                     finished[(env_id, seed, name)] = result
                     continue
                 tag = f"{env_id} {name} seed {seed}"
-                handle = cluster.submit(_tune_job, plan.workloads[env_id], name, plan.options[name], seed,
+                handle = cluster.submit(_tune_job, plan.tuned[env_id], name, plan.options[name], seed,
                                         plan.budget, plan.time_budget, target, plan.space, tag=tag)
                 jobs[handle] = ("run", env_id, seed, name)
             if bar is not None:
@@ -473,7 +593,7 @@ def _retime_on_ray(board: Leaderboard, plan: _Plan, cluster, target: Target | No
     for env_id in board.env_ids:
         runs, refs = _to_retime(board, env_id, plan.remeasure)
         if runs or refs:
-            handle = cluster.submit(_retime_job, plan.workloads[env_id], [(r.space, r.best_config) for _, _, r in runs],
+            handle = cluster.submit(_retime_job, plan.tuned[env_id], [(r.space, r.best_config) for _, _, r in runs],
                                     [(ref["backend"], ref.get("choice") or ref["layout"]) for ref in refs],
                                     plan.remeasure, target, plan.native_blas, tag=f"re-timing {env_id}")
             retimes[handle] = (env_id, runs, refs)
@@ -490,11 +610,13 @@ def _tune_job(db: Database, workload: Workload, agent: str, options: dict[str, A
               budget: int | None, time_budget: float | None, target: Target | None,
               space: str | None = None) -> dict[str, Any]:
     tuner = make_agent(agent, **options)
-    env = make_env(workload, space=space or tuner.env_space, db=db, target=target)
+    context = TuningContext.shared(target, db)
+    env = open_env(workload, space or tuner.env_space, context)
     try:
         return tuner.tune(env, budget=budget, time_budget=time_budget, seed=seed).to_json()
     finally:
         env.close()
+        context.close()
 
 
 def _vendor_job(db: Database, workload: Workload, native_blas: bool = False) -> list[dict[str, Any]]:
@@ -631,3 +753,111 @@ def median_or_none(values: Sequence[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
+
+
+# -- on landscapes -----------------------------------------------------------------------------------------------
+def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[str], budget: int | None,
+                           seeds: list[int], time_points, trial_points, out_dir, time_budget: float | None,
+                           agent_options, plot: bool, progress: bool, space: str | None, landscape: str | None,
+                           jobs: int | None, networks: bool, ray: str | None) -> Leaderboard:
+    """:func:`compare` with ``backend="landscape"``: every run answered from its layer's landscape (see there)."""
+    from tensorgym.landscape import Landscape, find_landscape
+
+    if networks:
+        raise InvalidArgumentError("landscapes are of layers: compare a network with backend='tvm'")
+    if ray is not None:
+        raise InvalidArgumentError("backend='landscape' runs on this machine's cores (jobs=); ray= spreads "
+                                   "measuring runs")
+    if space not in (None, "tiles"):
+        raise InvalidArgumentError(f"landscapes are of the tiles space, not {space!r}")
+    options = {name: dict((agent_options or {}).get(name, {})) for name in names}
+    for name in names:
+        agent = make_agent(name, **options[name])
+        agent.check_space("tiles")
+        if agent.env_space != "tiles":
+            raise InvalidArgumentError(f"agent {name!r} searches the {agent.env_space} space; landscapes are of the "
+                                       f"tiles space")
+    check_budget(budget, time_budget)
+    jobs = integer("jobs", jobs if jobs is not None else (os.cpu_count() or 1), minimum=1)
+    board = Leaderboard(env_ids=list(tuned), agents=names, seeds=seeds, budget=budget, time_budget=time_budget,
+                        trial_points=None if trial_points is None else tuple(trial_points),
+                        time_points=None if time_points is None else tuple(time_points))
+    paths: dict[str, Path] = {}
+    for env_id, workload in tuned.items():  # every landscape found before anything runs
+        paths[env_id] = find_landscape(workload, "tiles", cpu=landscape)
+        land = Landscape.load(paths[env_id])
+        board.labels[env_id] = workload.label
+        board.landscapes[env_id] = LandscapeFacts(
+            optimum_gflops=float(land.scores.max()), scores=np.asarray(land.scores, dtype=float),
+            seconds_per_trial=float(np.mean(land.wall_s)), cpu=land.cpu_label, path=str(paths[env_id]))
+    out = _out_dir(out_dir)
+    _make_dirs(out)
+    runs = [(e, s, a) for e in tuned for s in seeds for a in names]
+    todo = []
+    for env_id, seed, name in runs:
+        path = _result_path(out, env_id, name, seed, {**options[name], "backend": "landscape",
+                                                     "landscape": board.landscapes[env_id].to_json()})
+        saved = _read_saved(path, TuningResult.from_json,
+                            lambda r: (r.budget, r.time_budget) == (budget, time_budget))
+        if saved is None:
+            todo.append((env_id, seed, name, path))
+        else:
+            _add_result(board, env_id, name, saved, path)
+    start = time.monotonic()
+    spent = {"agent_and_loop_s": 0.0, "simulation_s": 0.0}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="compare (landscape)", unit="run",
+                   dynamic_ncols=True)
+    try:
+        if todo:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            # Spawned workers: a fresh interpreter each, whatever this process imported (TVM's threads do not fork).
+            with ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
+                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {pool.submit(_landscape_run, tuned[env_id].to_json(), str(paths[env_id]), name,
+                                       options[name], seed, budget, time_budget, str(path)): (env_id, seed, name, path)
+                           for env_id, seed, name, path in todo}
+                for future in as_completed(futures):
+                    env_id, seed, name, path = futures[future]
+                    with _noting_failure(board.errors, {"env": env_id, "agent": name, "seed": seed}):
+                        wall, simulation = future.result()
+                        spent["agent_and_loop_s"] += wall - simulation
+                        spent["simulation_s"] += simulation
+                        _add_result(board, env_id, name, TuningResult.from_json(json.loads(path.read_text())), path)
+                    if bar is not None:
+                        bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    board.timing = {"runs_now": len(todo), "jobs": jobs, "wall_s": time.monotonic() - start, **spent}
+    # Results arrive in completion order: the table and the files read them in seed order.
+    for key, results in board.results.items():
+        order = sorted(range(len(results)), key=lambda i: results[i].seed)
+        board.results[key] = [results[i] for i in order]
+        board.result_files[key] = [board.result_files[key][i] for i in order]
+    write_tables(board, out)
+    plots = plot_curves(board, out) if plot else []
+    write_html(board, out, plots)
+    return board
+
+
+def _landscape_run(workload_json: dict[str, Any], landscape_path: str, name: str, options: dict[str, Any], seed: int,
+                   budget: int | None, time_budget: float | None, out_path: str) -> tuple[float, float]:
+    """One run of a landscape comparison, in a worker process: ``name`` tunes the layer's landscape env; its result
+    goes to ``out_path``. Returns the run's wall seconds and the share of them spent answering from the landscape."""
+    start = time.monotonic()
+    env = make_env(Workload.from_json(workload_json), space="tiles", backend="landscape", landscape=landscape_path)
+    try:
+        env.unwrapped.reseed(seed)  # the run's latency draws follow its seed, as its search does
+        result = make_agent(name, **options).tune(env, budget=budget, time_budget=time_budget, seed=seed)
+        simulation = float(getattr(tuning_env(env).evaluator, "seconds", 0.0))
+    finally:
+        env.close()
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    result.save(out_path)
+    return time.monotonic() - start, simulation

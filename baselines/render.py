@@ -1,4 +1,5 @@
-"""Renderers of a compare board: aligned text, Markdown, CSV, JSON files, PNG plots and a self-contained HTML page."""
+"""Renderers of a compare board (of layers or networks alike): aligned text, Markdown, CSV, JSON files, PNG plots and
+a self-contained HTML page; and a run's per-task table."""
 
 from __future__ import annotations
 
@@ -7,44 +8,46 @@ import csv
 import html
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from tensorgym.text import format_table, slug
 
-from .board import REACH_FRACTION, Leaderboard
+from tensorgym.tuner import TuningResult
+
+from .board import REACH_FRACTION, REFERENCE, Leaderboard
 
 _DIGITS = {"score": 2, "score(t)": 2, "AUC": 2}  # decimals of the columns that are not GFLOP/s
 
 
-def _cells(board: Leaderboard, spread: str = "range") -> tuple[list[str], list[list[str]]]:
-    return board_cells(board, ["env", "agent"], lambda row: [row["env"], row["agent"]],
-                       lambda n: _DIGITS.get(n, 0 if n.startswith("to") else 1), spread)
+def _digits(metric: str) -> int:
+    return _DIGITS.get(metric, 0 if metric.startswith(("to", "%")) else 1)
 
 
-def board_cells(board, columns: list[str], keys: Callable[[dict], list[str]], digits: Callable[[str], int],
-                spread: str = "range") -> tuple[list[str], list[list[str]]]:
-    """A board's table (a compare or a compare-network one) as its header and text cells: per row its ``keys``
-    (under ``columns``), its number of seeds, then each metric with ``digits(metric)`` decimals, as mean
-    (min-max) (``spread="range"``) or mean [95 % interval of the mean] (``"ci"``)."""
+def _cells(board: Leaderboard, spread: str | None = None) -> tuple[list[str], list[list[str]]]:
+    """The table as its header and text cells: per row its env, agent and number of seeds, then each metric as
+    mean (min-max) (``spread="range"``) or mean [95 % interval of the mean] (``"ci"``); default: intervals on
+    landscapes (many seeds), ranges otherwise."""
+    spread = spread or ("ci" if board.landscapes else "range")
     if spread not in ("range", "ci"):
         raise ValueError(f"spread must be 'range' (min-max) or 'ci' (95 % interval of the mean), got {spread!r}")
     names = board.metric_names()
     cells = []
     for row in board.rows():
         stats = row["stats"]
-        cells.append([*keys(row), str(len(row["seeds"])) if row["seeds"] else ""]
-                     + [(stats[n].format(digits(n)) if spread == "range" else stats[n].format_ci(digits(n)))
+        cells.append([row["env"], row["agent"], str(len(row["seeds"])) if row["seeds"] else ""]
+                     + [(stats[n].format(_digits(n)) if spread == "range" else stats[n].format_ci(_digits(n)))
                         if n in stats else "" for n in names])
-    return [*columns, "n", *names], cells
+    return ["env", "agent", "n", *names], cells
 
 
-def text_table(board: Leaderboard, spread: str = "range") -> str:
+def text_table(board: Leaderboard, spread: str | None = None) -> str:
     """The table as aligned text (GFLOP/s; ``to95%`` in measurements).
 
-    ``spread``: ``"range"`` shows mean (min-max) over seeds, ``"ci"`` mean [95 % interval of the mean].
+    ``spread``: ``"range"`` shows mean (min-max) over seeds, ``"ci"`` mean [95 % interval of the mean]
+    (default: ``"ci"`` on landscapes, else ``"range"``).
     """
     header, cells = _cells(board, spread)
     return format_table(cells, header)
@@ -52,51 +55,63 @@ def text_table(board: Leaderboard, spread: str = "range") -> str:
 
 def markdown(board: Leaderboard) -> str:
     """The table in Markdown, with its caption."""
-    return markdown_table(*_cells(board), caption(board))
-
-
-def markdown_table(header: Sequence[str], cells: Sequence[Sequence[str]], note: str) -> str:
-    """A board's table in Markdown, then ``note`` (its caption): of a compare board and a compare-network one."""
+    header, cells = _cells(board)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(c or " " for c in row) + " |" for row in cells]
-    return "\n".join(lines) + f"\n\n{note}\n"
+    return "\n".join(lines) + f"\n\n{caption(board)}\n"
 
 
 def caption(board: Leaderboard) -> str:
     """What the table's columns mean."""
     unit = "GFLOP/s (GOP/s for int8 layers)" if any(label.endswith("[int8]") for label in board.labels.values()) \
         else "GFLOP/s"
+    if board.landscapes:
+        where = "; ".join(f"{board.labels.get(e, e)}: {f.scores.size} configs, optimum {f.optimum_gflops:.1f} "
+                          f"GFLOP/s, measured on {f.cpu}" for e, f in board.landscapes.items())
+        return (f"On landscapes (every config of each layer's benchmark space measured once; each run draws "
+                f"its latencies from the recorded samples, its clock from the recorded build and run seconds): "
+                f"{where}. Best {unit} after N trials (@N) and after T seconds of simulated tuning clock (@Ts), "
+                f"final best, and final best as a share of the true optimum (%opt); mean [95 % interval of the "
+                f"mean] over seeds {_seed_text(board.seeds)}, budget {board.budget}. to{round(REACH_FRACTION * 100)}%: "
+                f"trials to reach {round(REACH_FRACTION * 100)} % of the run's final best. score / score(t): the "
+                f"methodology score (Willemsen et al., FGCS 2024) of the agent's mean best-so-far curve over "
+                f"trials / over clock, 0 = random search (the expected best of as many draws without replacement "
+                f"from the whole space), 1 = the true optimum; AUC: area under the best-so-far curve as a "
+                f"fraction of the optimum's.")
     return (f"Best {unit} after N measurements (@N) and after T seconds of tuning clock (@Ts), final best, "
             f"the final best config re-timed at the end in rounds interleaved with the other runs' and the "
             f"vendors' (re-timed), and measurements to reach {round(REACH_FRACTION * 100)} % of the run's "
             f"final best; mean (min-max) over seeds {board.seeds}, budget {board.budget}. "
-            f"score / score(t): the methodology score (Willemsen et al., FGCS 2024) of the agent's median "
+            f"score / score(t): the methodology score (Willemsen et al., FGCS 2024) of the agent's mean "
             f"best-so-far curve over measurements / over tuning clock, 0 = random search (expected best of as "
             f"many draws from the random agent's trials), 1 = the best result any run found; "
-            f"AUC: area under the best-so-far curve over the budget as a fraction of the best found's.")
+            f"AUC: area under the best-so-far curve over the budget as a fraction of the best found's."
+            + (" A network's GFLOP/s: its layers' FLOPs (count x FLOPs) over its estimated latency (the sum of count "
+               "x best latency over its layers); its vendor row: PyTorch's weighted sum over the same layers."
+               if any(len(r.tasks) > 1 for runs in board.results.values() for r in runs) else "")
+            + (f" {board.reference_columns[0]}: trials to reach the final of {REFERENCE}'s run of the same seed, "
+               f"{board.reference_columns[1]}: as a share of {REFERENCE}'s trials." if board.reference_columns
+               else ""))
+
+
+def _seed_text(seeds: list[int]) -> str:
+    return f"{seeds[0]}..{seeds[-1]} ({len(seeds)})" if len(seeds) > 4 and seeds == list(
+        range(seeds[0], seeds[-1] + 1)) else str(seeds)
 
 
 def write_tables(board: Leaderboard, out_dir: str | Path) -> dict[str, Path]:
-    """Write compare.csv, compare.json and compare.md; returns their paths."""
-    return write_board_files(board, Path(out_dir) / "compare", ["env", "workload", "agent"],
-                             lambda row: [row["env"], row["workload"], row["agent"]], markdown(board))
-
-
-def write_board_files(board, stem: Path, columns: list[str], keys: Callable[[dict], list], text: str
-                      ) -> dict[str, Path]:
-    """Write a board (a compare or a compare-network one) as ``stem``.csv (one line per row and metric: the
-    row's ``keys`` under ``columns``, then the statistic), ``stem``.json and ``stem``.md (``text``)."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = {ext: stem.with_name(f"{stem.name}.{ext}") for ext in ("csv", "json", "md")}
+    """Write compare.csv (one line per row and metric), compare.json and compare.md; returns their paths."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    paths = {ext: Path(out_dir) / f"compare.{ext}" for ext in ("csv", "json", "md")}
     with paths["csv"].open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow([*columns, "metric", "mean", "min", "max", "n", "values"])
+        writer.writerow(["env", "workload", "agent", "metric", "mean", "min", "max", "n", "values"])
         for row in board.rows():
             for metric, stat in row["stats"].items():
-                writer.writerow([*keys(row), metric, _num(stat.mean), _num(stat.min), _num(stat.max),
-                                 len(stat.values), json.dumps(list(stat.values))])
+                writer.writerow([row["env"], row["workload"], row["agent"], metric, _num(stat.mean), _num(stat.min),
+                                 _num(stat.max), len(stat.values), json.dumps(list(stat.values))])
     paths["json"].write_text(json.dumps(board.to_json(), indent=1))
-    paths["md"].write_text(text)
+    paths["md"].write_text(markdown(board))
     return paths
 
 
@@ -147,89 +162,54 @@ _VENDOR_STYLES = ("--", ":", "-.", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 4)), (0, (8,
 
 
 def plot_curves(board: Leaderboard, out_dir: str | Path) -> list[Path]:
-    """One PNG per env: best-so-far vs measurements and vs seconds; returns the paths.
+    """One PNG per env (a layer or a network): best-so-far vs measurements and vs seconds; returns the paths.
 
-    The title is the layer's label (or its shape, for a shape of your own); one
-    legend names every agent and every vendor line (by its short
-    :func:`vendor_label`): inside the left panel where it hides the fewest lines,
-    or below the panels when it does not fit there; the y axis leaves headroom
-    above the highest curve or vendor line, and the saved image is cut to what
-    was drawn (nothing clipped).
+    One line per agent (the mean over seeds, with a min-max band; a dot where the runs ended),
+    vendors as horizontal lines. The title is the layer's label (or its shape, for a shape of
+    your own) or the network's name; one legend names every agent and every vendor line (by its
+    short :func:`vendor_label`): inside the left panel where it hides the fewest lines, or below
+    the panels when it does not fit there; the y axis leaves headroom above the highest curve or
+    vendor line, and the saved image is cut to what was drawn (nothing clipped).
     """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     paths = []
     for env_id in board.env_ids:
-        fig, by_trials, by_time = _figure()
+        fig = Figure(figsize=(12, 5.2), layout="constrained")
+        FigureCanvasAgg(fig)
+        by_trials, by_time = fig.subplots(1, 2)
+        series = [(agent, [r for r in board.results.get((env_id, agent), []) if r.trials]) for agent in board.agents]
+        grid = np.linspace(0.0, max((r.trials[-1].elapsed_s for _, runs in series for r in runs), default=1.0), 400)
         top = 0.0
-        series = [(agent, board.results.get((env_id, agent), [])) for agent in board.agents]
-        for color, runs, curves in _plot_runs(by_trials, by_time, series, lambda r, **at: r.best_at(**at)):
+        for i, (agent, runs) in enumerate(series):
+            if not runs:
+                continue
+            color = f"C{i % 10}"
+            xs = np.arange(1, max(len(r.trials) for r in runs) + 1)
+            curves = np.array([[r.best_at(trials=int(x)) for x in xs] for r in runs], dtype=float)
+            _band(by_trials, xs, curves, color, f"{agent} (n={len(runs)})")
+            _band(by_time, grid, np.array([[r.best_at(seconds=float(t)) for t in grid] for r in runs]), color, None)
             top = max(top, float(curves.max()))
             # Where the runs ended (mean over seeds): the curve is flat after it because the run was over.
             by_time.plot(np.mean([r.trials[-1].elapsed_s for r in runs]),
                          np.mean([r.trials[-1].best_gflops for r in runs]), marker="o", color=color)
         for j, ref in enumerate(r for r in board.vendor.get(env_id, []) if r.get("gflops")):
             top = max(top, float(ref["gflops"]))
-            _reference_line((by_trials, by_time), ref["gflops"], f"vendor: {vendor_label(ref)}",
-                            color=("0.25", "0.5")[j // len(_VENDOR_STYLES) % 2],
-                            linestyle=_VENDOR_STYLES[j % len(_VENDOR_STYLES)])
+            style = {"color": ("0.25", "0.5")[j // len(_VENDOR_STYLES) % 2],
+                     "linestyle": _VENDOR_STYLES[j % len(_VENDOR_STYLES)]}
+            for ax, label in ((by_trials, f"vendor: {vendor_label(ref)}"), (by_time, None)):  # named once
+                ax.axhline(ref["gflops"], linewidth=1.2, label=label, **style)
         fig.suptitle(plot_title(env_id, board.labels.get(env_id, "")), fontsize=12)
-        _label_axes((by_trials, by_time), "measurements", ylabel="best GFLOP/s so far",
-                    ylim=(0, 1.12 * top if top > 0 else 1.0))
-        paths.append(_save(fig, by_trials, Path(out_dir) / "plots" / f"{slug(env_id)}.png"))
+        for ax, xlabel in ((by_trials, "measurements"), (by_time, "tuning clock (s)")):
+            ax.set(xlabel=xlabel, ylabel="best GFLOP/s so far", ylim=(0, 1.12 * top if top > 0 else 1.0))
+            ax.grid(alpha=0.3)
+        _legend(fig, by_trials)
+        path = Path(out_dir) / "plots" / f"{slug(env_id)}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.1)
+        paths.append(path)
     return paths
-
-
-# -- the two-panel figure of a compare board and of a compare-network one ------------------------------------
-def _figure():
-    """A figure of two panels: the curves vs trials (left) and vs seconds of tuning clock (right)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(12, 5.2), layout="constrained")
-    FigureCanvasAgg(fig)
-    return (fig, *fig.subplots(1, 2))
-
-
-def _plot_runs(by_trials, by_time, series: Sequence[tuple[str, Sequence]], value: Callable[..., float | None]
-               ) -> list[tuple[str, list, np.ndarray]]:
-    """Each series ``(name, runs)`` as one line per panel, in its own color: the mean over its runs of
-    ``value(run, trials=N)`` vs trials and of ``value(run, seconds=T)`` vs tuning clock, with a min-max band.
-    Returns ``(color, runs, curves vs trials)`` of each series drawn (one with no trial is not)."""
-    horizon = max((t.elapsed_s for _, runs in series for r in runs for t in r.trials), default=1.0)
-    grid = np.linspace(0.0, horizon, 400)
-    drawn = []
-    for i, (name, runs) in enumerate(series):
-        runs = [r for r in runs if r.trials]
-        if not runs:
-            continue
-        color = f"C{i % 10}"
-        xs = np.arange(1, max(len(r.trials) for r in runs) + 1)
-        curves = np.array([[value(r, trials=int(x)) for x in xs] for r in runs], dtype=float)
-        _band(by_trials, xs, curves, color, f"{name} (n={len(runs)})")
-        _band(by_time, grid, np.array([[value(r, seconds=float(t)) for t in grid] for r in runs], dtype=float),
-              color, None)
-        drawn.append((color, runs, curves))
-    return drawn
-
-
-def _reference_line(axes, y: float, label: str, **style) -> None:
-    """A reference (a vendor's) as a horizontal line on both panels, named once: the legend names the left's."""
-    for ax, name in zip(axes, (label, None)):
-        ax.axhline(y, linewidth=1.2, label=name, **style)
-
-
-def _label_axes(axes, trials_label: str, which: str = "major", **both) -> None:
-    """The panels' x labels (``trials_label``, tuning clock), grid, and the settings ``both`` share."""
-    for ax, xlabel in zip(axes, (trials_label, "tuning clock (s)")):
-        ax.set(xlabel=xlabel, **both)
-        ax.grid(alpha=0.3, which=which)
-
-
-def _save(fig, ax, path: Path) -> Path:
-    """Save ``fig`` as ``path`` with one legend naming ``ax``'s lines (:func:`_legend`), cut to what was drawn."""
-    _legend(fig, ax)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.1)
-    return path
 
 
 def _legend(fig, ax) -> None:
@@ -269,8 +249,7 @@ def plot_title(env_id: str, label: str, limit: int = 70) -> str:
 
 
 def _band(ax, xs: np.ndarray, curves: np.ndarray, color: str, label: str | None) -> None:
-    """Mean over runs (rows) with a min-max band; NaN (a network run before every layer has a kernel) in any
-    run leaves that point undrawn, so the line starts where every run has a value."""
+    """Mean over runs (rows) with a min-max band."""
     ax.plot(xs, curves.mean(axis=0), color=color, label=label, linewidth=1.6, drawstyle="steps-post")
     if len(curves) > 1:
         ax.fill_between(xs, curves.min(axis=0), curves.max(axis=0), color=color, alpha=0.18, step="post")
@@ -309,7 +288,7 @@ def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
     measured against, failed runs, and the ``plots`` embedded as base64 PNGs (no script, no external file)."""
     header, cells = _cells(board)
     esc = html.escape
-    vendors = {(env_id, f"vendor: {ref['library']} {ref['layout']}"): ref for env_id in board.env_ids
+    vendors = {(env_id, f"vendor: {ref['library']} {ref['layout']}".rstrip()): ref for env_id in board.env_ids
                for ref in board.vendor.get(env_id, []) if ref.get("gflops") is not None}  # as board.rows() names them
     rows, notes = [], {}
     for row, values in zip(board.rows(), cells):
@@ -378,3 +357,28 @@ def write_html(board: Leaderboard, out_dir: str | Path, plots: Sequence[str | Pa
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html_page(board, plots), encoding="utf-8")
     return path
+
+
+def task_table(result: TuningResult, vendor: dict | None = None) -> str:
+    """A run per task (a network's layers; a layer's one): count, best latency, the candidate it came from, trials,
+    share of the run's estimated latency (and, given the vendor reference of the run's tasks, the vendor's latency
+    and the speed-up over it), then the totals."""
+    layers = vendor.get("layers", []) if vendor else []
+    rows = []
+    for i, task in enumerate(result.tasks):
+        ref = layers[i].get("latency_s") if i < len(layers) else None
+        if task.weight <= 0:
+            rows.append((task.label, f"{task.weight:g}", "-", "-", "0", "-", "-", "-"))
+            continue
+        share = result.share(i)
+        rows.append((
+            task.label, f"{task.weight:g}", "-" if task.best_latency_s is None else f"{task.best_latency_s * 1e3:.4f}",
+            task.best_candidate_name or "-", str(task.trials), "-" if share is None else f"{share * 100:.1f}",
+            "-" if ref is None else f"{ref * 1e3:.4f}",
+            f"{ref / task.best_latency_s:.2f}x" if ref and task.best_latency_s else "-"))
+    total, ref_total = result.best_latency_s, vendor.get("latency_s") if vendor else None
+    rows.append(("total (sum of count x latency)", "", "-" if total is None else f"{total * 1e3:.4f}", "",
+                 str(len(result.trials)), "100" if total else "",
+                 "-" if ref_total is None else f"{ref_total * 1e3:.4f}",
+                 f"{ref_total / total:.2f}x" if ref_total and total else "-"))
+    return format_table(rows, ("layer", "count", "best ms", "candidate", "trials", "share %", "vendor ms", "speed-up"))

@@ -107,6 +107,7 @@ from tensorgym.measure.runner import GPU_TIMING
 from tensorgym.measure.worker import Worker
 from tensorgym.record import summarize_samples
 from tensorgym.target import Target, local_cpu
+from tensorgym.networks import Network
 from tensorgym.workloads import Conv2d, Matmul, Workload
 
 log = logging.getLogger(__name__)
@@ -237,7 +238,8 @@ def time_references(workload: Workload, choices: Sequence[tuple[str, str]] | Non
                     native_blas: bool = False) -> list[dict[str, Any]]:
     """Time each ``(backend, layout)`` of ``choices`` (default: every :func:`vendor_choices`) on ``workload``:
     a ``VendorResult.to_json()`` dict each, or ``{library, layout, gflops: None, error}`` for one that could
-    not be timed (logged; the others still are). The one path of a layer's references and a network's."""
+    not be timed (logged; the others still are). The one path of a layer's references and a network's
+    (:func:`time_network_references`)."""
     timings = []
     for library, layout in vendor_choices(workload) if choices is None else choices:
         try:
@@ -246,6 +248,43 @@ def time_references(workload: Workload, choices: Sequence[tuple[str, str]] | Non
             log.warning("vendor %s %s on %s: %s", library, layout, workload.label, exc)
             timings.append({"library": library, "layout": layout, "gflops": None, "error": str(exc)[:500]})
     return timings
+
+
+def time_network_references(network: Network, *, native_blas: bool = False, progress: bool = False
+                            ) -> list[dict[str, Any]]:
+    """The vendor reference of a network, as a layer's references are listed: PyTorch's weighted sum
+    ``sum_i w_i * t_i`` over the live layers (weight 0: skipped), ``t_i`` the faster of PyTorch's layouts of layer
+    ``i`` (:func:`time_references`: each timed in its own process with tensorgym's protocol and checked against
+    NumPy), the strongest reference a PyTorch user gets per layer. It estimates what a scheduler's ``f`` does: the
+    time the model spends in these layers. One dict, with ``latency_s`` (the sum), ``gflops`` (the layers' FLOPs
+    over it) and ``layers`` (per task: label, key, weight, and the fastest layout's timing or the last error)."""
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(network.live_tasks), desc=f"PyTorch on {network.name}", unit="layer", dynamic_ncols=True)
+    layers = []
+    for task in network.tasks:
+        entry: dict[str, Any] = {"label": task.label, "key": task.workload.key, "weight": task.weight}
+        if task.live:
+            timings = time_references(task.workload, [c for c in vendor_choices(task.workload) if c[0] == "torch"],
+                                      native_blas=native_blas)
+            timed = [t for t in timings if "error" not in t]
+            entry.update([("error", t["error"]) for t in timings if "error" in t][-1:])  # the last failure, if any
+            if timed:
+                best = min(timed, key=lambda t: t["latency_s"])
+                entry.update({k: best[k] for k in ("library", "layout", "latency_s", "latency_cv", "max_rel_error")},
+                             layouts={t["layout"]: t["latency_s"] for t in timed})
+            if bar is not None:
+                bar.update(1)
+        layers.append(entry)
+    if bar is not None:
+        bar.close()
+    estimate = network.estimate([layer.get("latency_s") for layer in layers])
+    families = [layer["library"].split(" [")[0].split()[-1] for layer in layers if layer.get("library")]
+    return [{"library": f"PyTorch weighted sum ({', '.join(dict.fromkeys(families)) or 'torch'})",
+             "layout": "", "latency_s": estimate,
+             "gflops": network.gflop / estimate if estimate else None, "layers": layers}]
 
 # -- in the vendor's process --------------------------------------------------------------------------
 def _capture_stdout(fn) -> str:

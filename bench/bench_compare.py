@@ -24,12 +24,11 @@ import argparse
 import logging
 import sys
 import time
-from pathlib import Path
 
 from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, REACH_FRACTION
 from tensorgym.baselines.compare import DEFAULT_AGENTS, compare
-from tensorgym.baselines.render import caption, text_table
-from tensorgym.cli.args import float_list, int_list, seed_list
+from tensorgym.cli.args import add_board_arguments, add_run_arguments
+from tensorgym.cli.compare import report
 
 DEFAULT_ENVS = ("Conv2d-ResNet-R5-v0", "Matmul-BERT-M3-v0", "Conv2d-YOLO-Y7-v0")
 # The reference figures (GFLOP/s), measured on this machine type before this work.
@@ -45,14 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents", default=",".join(DEFAULT_AGENTS),
                         help=f"comma-separated agents (default: {','.join(DEFAULT_AGENTS)})")
     parser.add_argument("--budget", type=int, default=128, help="measurements per run (default: 128)")
-    parser.add_argument("--seeds", type=seed_list, default=3, help="number of seeds or a list 0,1,2 (default: 3)")
     parser.add_argument("--time-budget", type=float, default=None, help="seconds of tuning clock per run")
-    parser.add_argument("--trial-points", type=int_list, default=DEFAULT_TRIAL_POINTS)
-    parser.add_argument("--time-points", type=float_list, default=DEFAULT_TIME_POINTS)
-    parser.add_argument("--db", default="bench-compare.db", help="database shared by all runs")
-    parser.add_argument("--out", default="bench-compare", help="output directory (tables, results, plots)")
-    parser.add_argument("--no-vendor", action="store_true")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    add_board_arguments(parser, "bench-compare", DEFAULT_TRIAL_POINTS, DEFAULT_TIME_POINTS)
+    add_run_arguments(parser, "bench-compare.db")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -65,11 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.monotonic() - t0
 
     print(f"\n== compare: {', '.join(envs)}; agents {', '.join(board.agents)}; budget {args.budget}; "
-          f"seeds {board.seeds} ({wall / 60:.1f} min) ==\n")
-    print(text_table(board))
+          f"seeds {board.seeds} ({wall / 60:.1f} min); database {args.db} ==")
+    status = report(board, args.out)
     reach = f"to{round(REACH_FRACTION * 100)}%"
-    print(f"\n{caption(board)} metaschedule: @ columns are MetaSchedule's own timings, final its best re-timed "
-          "by tensorgym.")
+    print("metaschedule: @ columns are MetaSchedule's own timings, final its best re-timed by tensorgym.")
 
     for env_id in envs:
         vendors = {f"{v['library']} {v['layout']}": v["gflops"]
@@ -85,10 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             against = ", ".join(f"{final.mean / v:.2f}x {k}" for k, v in references.items())
             print(f"  {agent:13s} final {final.format()} GFLOP/s; {reach} {stats[reach].format(0)} measurements"
                   + (f"; {against}" if against else ""))
-    for error in board.errors:
-        print(f"FAILED: {error['agent']} on {error['env']} (seed {error['seed']}): {error['error'].splitlines()[0]}")
-    print(f"\nfiles: {Path(args.out).resolve()} (compare.csv/json/md, results/, plots/); database {args.db}")
-    return 1 if board.errors else 0
+    return status
 
 
 if __name__ == "__main__":

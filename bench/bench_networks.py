@@ -3,7 +3,8 @@
 Runs round-robin, gradient (Ansor's), dual-task (GTA's) and MetaSchedule's own
 network tuner (``ms.tune_tasks`` with its gradient task scheduler) on the
 live layers of ResNet-18 with the same budget, 64 trials x the 11 layers
-that occur in the model (704), in one process, into one database; times
+that occur in the model (704), in one process, into one database, through
+``compare`` (a network's comparison is a layer's: one board, one table); times
 PyTorch's weighted sum over the same layers (oneDNN, the faster of NCHW and
 channels-last per layer); and prints the table of ``compare-network`` and,
 per scheduler:
@@ -43,14 +44,13 @@ import argparse
 import logging
 import sys
 import time
-from pathlib import Path
 
-from tensorgym.baselines.network_board import REFERENCE
-from tensorgym.baselines.network_compare import compare_network
-from tensorgym.baselines.network_render import caption, text_table
-from tensorgym.cli.args import float_list, int_list, seed_list
-from tensorgym.network_tuning import default_measure_per_round
+from tensorgym.baselines.board import REFERENCE, Stat
+from tensorgym.baselines.compare import compare
+from tensorgym.cli.args import add_board_arguments, add_run_arguments
+from tensorgym.cli.compare import report
 from tensorgym.networks import resolve_network
+from tensorgym.tuner import default_measure_per_round
 
 SCHEDULERS = ("round-robin", "gradient", "dual-task", "metaschedule")
 TRIALS_PER_TASK = 64
@@ -67,16 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None, help="data type of the layers (default float32; int8 for mapping)")
     parser.add_argument("--budget", type=int, default=None,
                         help=f"trials per run (default: {TRIALS_PER_TASK} x the layers that occur)")
-    parser.add_argument("--seeds", type=seed_list, default=3, help="number of seeds or a list 0,1,2 (default: 3)")
     parser.add_argument("--measure-per-round", type=int, default=None,
                         help="trials per round (default: Ansor's min(64, budget // layers); at a budget of 64 per "
                              "layer that is one round per layer, and every scheduler does the same)")
-    parser.add_argument("--trial-points", type=int_list, default=None)
-    parser.add_argument("--time-points", type=float_list, default=None)
-    parser.add_argument("--db", default="bench-networks.db", help="database shared by all runs")
-    parser.add_argument("--out", default="bench-networks", help="output directory (tables, results, plot)")
-    parser.add_argument("--no-vendor", action="store_true")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    add_board_arguments(parser, "bench-networks", None, None)
+    add_run_arguments(parser, "bench-networks.db")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -84,27 +79,31 @@ def main(argv: list[str] | None = None) -> int:
     budget = args.budget or TRIALS_PER_TASK * len(network.live_tasks)
     per_round = args.measure_per_round or default_measure_per_round(budget, len(network.live_tasks))
     t0 = time.monotonic()
-    board = compare_network(network, args.schedulers, budget=budget, seeds=args.seeds, db=args.db, space=args.space,
-                            dtype=args.dtype, out_dir=args.out, trial_points=args.trial_points,
-                            time_points=args.time_points, vendor=not args.no_vendor, progress=not args.quiet,
-                            measure_per_round=args.measure_per_round)
+    board = compare([network], args.schedulers, budget=budget, seeds=args.seeds, db=args.db, space=args.space,
+                    dtype=args.dtype, out_dir=args.out, trial_points=args.trial_points, time_points=args.time_points,
+                    vendor=not args.no_vendor, progress=not args.quiet, measure_per_round=args.measure_per_round)
     wall = time.monotonic() - t0
+    env_id = board.env_ids[0]
 
-    print(f"\n== {board.network}: {', '.join(board.schedulers)}; {args.space} space"
+    print(f"\n== {network.name}: {', '.join(board.agents)}; {args.space} space"
           f"{f' ({args.dtype})' if args.dtype else ''}; budget {budget}; {per_round} trials per round; "
-          f"seeds {board.seeds} ({wall / 60:.1f} min) ==\n")
+          f"seeds {board.seeds} ({wall / 60:.1f} min); database {args.db} ==")
     if budget // per_round <= len(network.live_tasks):
         print(f"note: {budget} trials in rounds of {per_round} is at most one round per layer: every scheduler "
-              f"spends the budget on its warm-up round (use --measure-per-round)\n")
-    print(text_table(board))
-    print(f"\n{caption(board)} metaschedule: its timeline is MetaSchedule's own timing; its final, each layer's "
-          f"best schedules re-timed by tensorgym.")
-    vendor = board.vendor.estimate_s if board.vendor is not None else None
+              f"spends the budget on its warm-up round (use --measure-per-round)")
+    status = report(board, args.out)
+    print("metaschedule: its timeline is MetaSchedule's own timing; its final, each layer's best schedules re-timed "
+          "by tensorgym.")
+    reference = next((ref for ref in board.vendor.get(env_id, []) if ref.get("latency_s")), None)
+    vendor = reference["latency_s"] if reference is not None else None
     if vendor:
-        print(f"\nPyTorch's weighted sum over the same layers ({board.vendor.library}): {vendor * 1e3:.3f} ms")
-    for name in board.schedulers:
-        stats = board.stats(name)
-        final = stats["final"]
+        print(f"\n{reference['library']} over the same layers: {vendor * 1e3:.3f} ms")
+    finals = {}
+    for name in board.agents:
+        stats = board.stats(env_id, name)
+        final = Stat(tuple(r.best_latency_s * 1e3 if r.best_latency_s else None
+                           for r in board.results.get((env_id, name), [])))
+        finals[name] = final.mean
         if final.mean is None:
             print(f"  {name:13s} no result")
             continue
@@ -116,17 +115,13 @@ def main(argv: list[str] | None = None) -> int:
             if name == "dual-task":
                 line += f" (target <= {TARGET_SHARE_OF_RR:.0f} %)"
         print(line)
-    finals = {name: board.stats(name)["final"].mean for name in ("dual-task", "gradient") if name in board.schedulers}
     if finals.get("dual-task") and finals.get("gradient"):
         over_ansor = finals["gradient"] / finals["dual-task"]
         over_torch = vendor / (finals["dual-task"] / 1e3) if vendor else None
         print(f"\ndual-task vs seed 002's claims (AVX-512 CPU, mapping space + scheduler): "
               f"{over_ansor:.2f}x over the gradient scheduler (claim {SEED_002_CLAIMS['over Ansor']}x over Ansor)"
               + (f", {over_torch:.2f}x over PyTorch (claim {SEED_002_CLAIMS['over PyTorch']}x)" if over_torch else ""))
-    for error in board.errors:
-        print(f"FAILED: {error['scheduler']} (seed {error['seed']}): {error['error'].splitlines()[0]}")
-    print(f"\nfiles: {Path(args.out).resolve()} (compare_network.csv/json/md/png, results/); database {args.db}")
-    return 1 if board.errors else 0
+    return status
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """What every tensorgym environment shares: a workload, a space, and an evaluator.
 
 Subclasses declare their ``space_name`` and their Gymnasium spaces, and
-implement ``reset``/``step``; this base resolves the target, opens the
-database, takes (lazily) a measurer, and closes what it opened.
+implement ``reset``/``step``; this base takes the target, database and
+measurer from a :class:`~tensorgym.context.TuningContext`: the one given
+(``context=``, left open when the env closes), or one it builds from
+``target=``, ``db=``, ``measurer=`` (:func:`env_context`) and closes.
 
 **Gymnasium's conventions** (shared with the network env):
 
@@ -12,28 +14,31 @@ database, takes (lazily) a measurer, and closes what it opened.
   (no ``TimeLimit`` around it) truncates itself after ``max_steps`` steps
   (64 by default here; the network env only when given ``max_steps``);
 * ``metadata["autoreset_mode"]`` is ``NEXT_STEP``, what ``SyncVectorEnv`` does;
-* envs given no ``measurer=`` share one per target and process
-  (:func:`acquire_shared_measurer`), so the envs of
+* envs given neither ``context=`` nor ``measurer=`` measure with the
+  process's measurer of their target (:meth:`TuningContext.shared
+  <tensorgym.context.TuningContext.shared>`), so the envs of
   ``gym.make_vec(id, num_envs=4, vectorization_mode="sync")`` time their
   kernels one at a time through one measurer; ``vectorization_mode="async"``
   is refused (:class:`ParallelTimingError`) for envs that measure, since
   kernels timed at once in several processes would share the cores;
 * ``env.spec`` describes the env with data only (:func:`portable_spec`): the
-  database by its path, no measurer, so Gymnasium may deep-copy it (every
+  database by its path, no measurer or context, so Gymnasium may deep-copy it (every
   wrapper's ``spec`` does, and ``gym.make(env.spec)``, which ``check_env``
   calls) without touching the live resources.
+
+**Backends** (:data:`BACKENDS`): ``"tvm"`` compiles and times new configs, ``"replay"`` answers from a
+database's records, ``"landscape"`` from a landscape file (:mod:`tensorgym.landscape`: an exhaustively
+measured benchmark space, shipped with tensorgym). Only the tile-hop env has landscapes
+(:mod:`.landscape_env`); the others refuse that backend (:class:`UnsupportedBackend`).
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import math
 import multiprocessing
-import os
 import sys
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -41,14 +46,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
 from tensorgym.catalog import make_space
 from tensorgym.config import Config
 from tensorgym.checks import choice, integer
-from tensorgym.database import Database, database_path, default_path
+from tensorgym.context import TuningContext
+from tensorgym.database import Database, database_path
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError, TensorgymError
 from tensorgym.evaluator import Evaluator
+from tensorgym.landscape import LandscapeEvaluator
 from tensorgym.measure.measurer import Measurer
 from tensorgym.record import Status
 from tensorgym.spaces.base import Space
@@ -57,6 +65,7 @@ from tensorgym.workloads import Workload
 
 SpaceT = TypeVar("SpaceT", bound=Space)
 
+BACKENDS = ("tvm", "replay", "landscape")
 DEFAULT_MAX_STEPS = 64  # steps per episode: the registered ids' max_episode_steps, a directly built env's max_steps
 # Every tensorgym env's metadata: what SyncVectorEnv does by default (reset on the step after an episode ends).
 METADATA: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4, "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -68,6 +77,20 @@ class NoWorkingStart(TensorgymError, RuntimeError):
 
 class ParallelTimingError(InvalidArgumentError):
     """An env that measures kernels was asked to run beside others in parallel processes."""
+
+
+class UnsupportedBackend(InvalidArgumentError):
+    """An env was asked for a backend it does not have (the landscape backend outside the tiles space)."""
+
+
+def refuse_landscape(space_name: str, backend: Any, given: Mapping[str, Any]) -> None:
+    """Refuse ``backend="landscape"`` for an env of ``space_name`` that has no landscapes, and ``landscape=``
+    given with another backend (one line each)."""
+    if backend == "landscape":
+        raise UnsupportedBackend(f"backend='landscape' is the tiles env's (space='tiles'): no landscapes of the "
+                                 f"{space_name} space exist yet; use backend='tvm' or 'replay'")
+    if given.get("landscape") is not None:
+        raise InvalidArgumentError("landscape= names the landscape of backend='landscape'; give that backend too")
 
 
 def check_reset_options(options: Any, known: tuple[str, ...]) -> dict[str, Any]:
@@ -88,105 +111,50 @@ def check_max_steps(max_steps: Any) -> int | None:
     return None if max_steps is None else integer("max_steps", max_steps, minimum=1)
 
 
-def tuning_env(env: gym.Env) -> "TuningEnv":
-    """The tensorgym env under any Gymnasium wrappers (raises ``TypeError`` for other envs)."""
+def unwrapped_as(env: gym.Env, cls: type, what: str):
+    """The env of class ``cls`` under any Gymnasium wrappers (raises ``TypeError``, naming ``what`` is expected,
+    for other envs)."""
     base = env.unwrapped if isinstance(env, gym.Env) else env
-    if not isinstance(base, TuningEnv):
-        raise InvalidTypeError(f"expected a tensorgym environment (gym.make('Conv2d-ResNet-R5-v0') and the like), "
-                               f"got {type(base).__name__}")
+    if not isinstance(base, cls):
+        raise InvalidTypeError(f"expected {what}, got {type(base).__name__}")
     return base
 
 
-# -- one measurer per target and process ------------------------------------------------------------
-class SharedMeasurers:
-    """The measurers that the envs of this process given no ``measurer=`` share: one per target, started by
-    its first user, closed when the last one gives it back (or at exit).
-
-    Why: each :class:`~tensorgym.measure.Measurer` owns a builder pool and a runner, and times kernels on
-    the cores while its builders wait. One measurer per env (the envs of ``gym.make_vec``, the layers of a
-    comparison) would multiply the processes, and measurers driven from several threads would time
-    kernels over each other; through one measurer, kernels are timed one at a time.
-
-    Args:
-        factory: starts the measurer of a target (default :class:`~tensorgym.measure.Measurer`; tests put
-            a synthetic one here).
-    """
-
-    def __init__(self, factory: Callable[[Target], Measurer] = Measurer):
-        self.factory = factory
-        self._lock = threading.Lock()
-        self._entries: dict[Any, list] = {}  # target key -> [measurer, users]
-        self._pid = os.getpid()
-
-    @staticmethod
-    def _key(target: Target) -> Any:
-        try:
-            hash(target)
-            return target
-        except TypeError:  # a target with an unhashable field: its description names it as well
-            return repr(target)
-
-    def _check_process(self) -> None:
-        # A forked child inherits the table, but the worker processes and pipes are the parent's: the
-        # child starts its own measurers, and must not close the parent's.
-        if self._pid != os.getpid():
-            self._entries = {}
-            self._pid = os.getpid()
-
-    def acquire(self, target: Target) -> Measurer:
-        """The shared measurer of ``target`` (started if no env holds it); one more user."""
-        with self._lock:
-            self._check_process()
-            key = self._key(target)
-            entry = self._entries.get(key)
-            if entry is None:
-                entry = self._entries[key] = [self.factory(target), 0]
-            entry[1] += 1
-            return entry[0]
-
-    def release(self, measurer: Measurer) -> None:
-        """One user is done with ``measurer``; the last one closes it."""
-        with self._lock:
-            self._check_process()
-            for key, entry in list(self._entries.items()):
-                if entry[0] is measurer:
-                    entry[1] -= 1
-                    if entry[1] <= 0:
-                        del self._entries[key]
-                        measurer.close()
-                    return
-
-    def users(self, measurer: Measurer) -> int:
-        """How many envs hold ``measurer`` (0: it is not one of the shared ones, or no longer)."""
-        with self._lock:
-            self._check_process()
-            return next((entry[1] for entry in self._entries.values() if entry[0] is measurer), 0)
-
-    def close_all(self) -> None:
-        """Close every shared measurer (at exit: envs never closed still count as users)."""
-        with self._lock:
-            self._check_process()
-            entries, self._entries = list(self._entries.values()), {}
-        for measurer, _ in entries:
-            try:
-                measurer.close()
-            except Exception:  # noqa: BLE001 - interpreter shutdown: nothing is left to report to
-                pass
+def tuning_env(env: gym.Env) -> "TuningEnv":
+    """The tensorgym env under any Gymnasium wrappers (raises ``TypeError`` for other envs)."""
+    return unwrapped_as(env, TuningEnv, "a tensorgym environment (gym.make('Conv2d-ResNet-R5-v0') and the like)")
 
 
-SHARED_MEASURERS = SharedMeasurers()
-atexit.register(SHARED_MEASURERS.close_all)
+# -- the context an env builds from its keyword arguments ---------------------------------------------
+def env_context(target: Target | str | None, db: Database | str | Path | None, measurer: Measurer | None, *,
+                readonly: bool = False) -> TuningContext:
+    """The context of an env given ``target=``, ``db=``, ``measurer=`` instead of ``context=``: with a measurer,
+    a context of its own around it; without one, a context over ``db`` that measures with the process's
+    measurer of the target (:meth:`TuningContext.shared`), so that the envs of one ``gym.make_vec(...,
+    vectorization_mode="sync")`` time their kernels one at a time through one measurer. The env closes it."""
+    if measurer is not None:
+        return TuningContext.local(target, db, measurer=measurer, readonly=readonly)
+    return TuningContext.shared(target, db, readonly=readonly)
 
 
-def acquire_shared_measurer(target: Target) -> Measurer:
-    """The measurer of ``target`` that the envs of this process given no ``measurer=`` share (started by its
-    first user); give it back with :func:`release_shared_measurer`."""
-    return SHARED_MEASURERS.acquire(target)
+def target_of(kwargs: Mapping[str, Any]) -> Target | str | None:
+    """The target an env's keyword arguments ask for: their context's, or ``target=`` (None: this CPU)."""
+    context = kwargs.get("context")
+    return context.target if isinstance(context, TuningContext) else kwargs.get("target")
 
 
-def release_shared_measurer(measurer: Measurer) -> None:
-    """One user of a shared measurer is done with it; the last one closes it."""
-    SHARED_MEASURERS.release(measurer)
+def check_context(context: Any, **given: Any) -> None:
+    """Refuse a ``context=`` that is not a :class:`TuningContext`, or one given beside ``target=``, ``db=`` or
+    ``measurer=`` (the context holds them)."""
+    if context is None:
+        return
+    if not isinstance(context, TuningContext):
+        raise InvalidTypeError(f"context must be a tensorgym TuningContext (TuningContext.local(...)), "
+                               f"got {type(context).__name__}")
+    both = sorted(name for name, value in given.items() if value is not None)
+    if both:
+        raise InvalidArgumentError(f"give context= or {', '.join(f'{name}=' for name in both)}, not both: the "
+                                   f"context holds the target, database and measurer")
 
 
 def _in_async_vector_env() -> bool:
@@ -215,8 +183,9 @@ def refuse_parallel_timing(backend: str) -> None:
 
 # -- specs that hold data -----------------------------------------------------------------------------
 def portable_spec(spec: EnvSpec | None) -> EnvSpec | None:
-    """``spec`` with its kwargs made of data: a :class:`~tensorgym.database.Database` by its path, no
-    measurer or evaluator (an env made from the spec takes the shared measurer of its target).
+    """``spec`` with its kwargs made of data: a :class:`~tensorgym.context.TuningContext` by its target and
+    database path, a :class:`~tensorgym.database.Database` by its path, no measurer or evaluator (an env
+    made from the spec measures with the process's measurer of its target).
 
     ``gym.make`` records the keyword arguments it was given in ``env.spec``, and Gymnasium deep-copies
     specs (every wrapper's ``spec`` property does, ``make_vec`` copies the spec it is given): a copy of an
@@ -227,6 +196,10 @@ def portable_spec(spec: EnvSpec | None) -> EnvSpec | None:
     if spec is None:
         return None
     kwargs = dict(spec.kwargs)
+    context = kwargs.pop("context", None)
+    if isinstance(context, TuningContext):
+        kwargs.setdefault("target", context.target)
+        kwargs.setdefault("db", context.db_path)  # the records an env made again reads
     evaluator = kwargs.pop("evaluator", None)
     if evaluator is not None and kwargs.get("db") is None:
         kwargs["db"] = getattr(evaluator, "database", None)  # the records an env made again reads
@@ -236,6 +209,8 @@ def portable_spec(spec: EnvSpec | None) -> EnvSpec | None:
         kwargs.pop("db", None)
     if isinstance(kwargs.get("measurer"), Measurer):
         del kwargs["measurer"]
+    if isinstance(evaluator, LandscapeEvaluator):  # a landscape's env made again answers from the same landscape
+        kwargs.setdefault("landscape", evaluator.landscape)
     return dataclasses.replace(spec, kwargs=kwargs)
 
 
@@ -258,6 +233,8 @@ class TuningEnv(DataSpec, gym.Env[np.ndarray, np.int64], Generic[SpaceT]):
 
     Args:
         workload: the operator instance to tune.
+        context: the :class:`~tensorgym.context.TuningContext` (target, database, measurer) to work with;
+            it stays open when the env closes. Instead of it, ``target``, ``db`` and ``measurer``:
         target: ``"llvm"`` (the local CPU, default), ``"cuda"`` (this machine's GPU; the ``tiles`` space
             is then Ansor's GPU sketch) or a :class:`~tensorgym.target.Target`.
         db: a :class:`~tensorgym.database.Database`, a path to its SQLite file (default:
@@ -265,10 +242,12 @@ class TuningEnv(DataSpec, gym.Env[np.ndarray, np.int64], Generic[SpaceT]):
             ``~/.cache/tensorgym/records.db``), or ``":memory:"`` for a temporary one;
             measurements are stored there and reused. A replaying env opens it read-only.
         measurer: a :class:`~tensorgym.measure.Measurer` to measure with (it stays open when the env
-            closes); by default the env takes the one that the envs of this process share for its
-            target (:func:`acquire_shared_measurer`) on first use, and gives it back in :meth:`close`.
-        backend: ``"tvm"`` (compile and time new configs) or ``"replay"`` (answer only from
-            the database, compile nothing; moves to configs it does not hold are masked).
+            closes); by default the env measures with the process's measurer of its target, started by the
+            first env that measures (:meth:`TuningContext.shared <tensorgym.context.TuningContext.shared>`),
+            and gives its use back in :meth:`close`.
+        backend: ``"tvm"`` (compile and time new configs), ``"replay"`` (answer only from
+            the database, compile nothing; moves to configs it does not hold are masked) or ``"landscape"``
+            (answer from a landscape file; the tile-hop env only, see :mod:`.landscape_env`).
         max_steps: steps after which the env truncates an episode itself, for an env built directly
             (:func:`tensorgym.make_env`, the class); ``None``: never, as in the envs of ``gym.make``, where
             Gymnasium's ``TimeLimit`` cuts episodes (the id's ``max_episode_steps``, or ``max_steps=``
@@ -281,20 +260,29 @@ class TuningEnv(DataSpec, gym.Env[np.ndarray, np.int64], Generic[SpaceT]):
 
     metadata = dict(METADATA)  # a class's own copy: vector envs and wrappers may edit theirs
     space_name: str = ""
+    # Whether the env answers backend="landscape" (the tile-hop env's LandscapeHopEnv sets it); the others refuse it.
+    landscape_backend: bool = False
     # Set by every subclass's __init__, from its space: the observation is a Box of floats in [0, 1],
     # the action one integer (one Discrete space, masked by action_masks()).
     observation_space: spaces.Box
     action_space: spaces.Discrete
 
-    def __init__(self, workload: Workload, *, target: Target | str | None = None,
-                 db: Database | str | Path | None = None, measurer: Measurer | None = None,
-                 max_steps: int | None = DEFAULT_MAX_STEPS, render_mode: str | None = None, backend: str = "tvm",
-                 evaluator: Evaluator | None = None, **space_options: Any):
+    def __init__(self, workload: Workload, *, context: TuningContext | None = None,
+                 target: Target | str | None = None, db: Database | str | Path | None = None,
+                 measurer: Measurer | None = None, max_steps: int | None = DEFAULT_MAX_STEPS,
+                 render_mode: str | None = None, backend: str = "tvm", evaluator: Evaluator | None = None,
+                 **space_options: Any):
         if not isinstance(workload, Workload):
             raise InvalidTypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
         max_steps = check_max_steps(max_steps)
-        choice("backend", backend, ("tvm", "replay"))
+        choice("backend", backend, BACKENDS)
+        if not self.landscape_backend:
+            refuse_landscape(self.space_name, backend, space_options)
         choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        check_context(context, target=target, db=db, measurer=measurer)
+        if backend == "landscape" and evaluator is None:
+            raise InvalidArgumentError("backend='landscape' answers from a landscape: build the env with "
+                                       "gym.make(id, backend='landscape') or make_env(..., backend='landscape')")
         if measurer is not None and not isinstance(measurer, Measurer):
             raise InvalidTypeError(f"measurer must be a tensorgym Measurer (or None: the target's shared one), "
                                    f"got {type(measurer).__name__} {measurer!r:.40}")
@@ -307,23 +295,36 @@ class TuningEnv(DataSpec, gym.Env[np.ndarray, np.int64], Generic[SpaceT]):
         if evaluator is not None:
             self._check_evaluator(evaluator, workload, space_options)
             self.target = evaluator.space.target
+            if context is not None and context.target.fingerprint != self.target.fingerprint:
+                raise InvalidArgumentError(f"the evaluator answers for {self.target.label}, the context's target is "
+                                           f"{context.target.label}")
             self.search_space: SpaceT = evaluator.space
             if db is None:
                 db = evaluator.database
         else:
-            self.target = resolve_target(target)
+            self.target = context.target if context is not None else resolve_target(target)
             self.search_space = make_space(self.space_name, workload, self.target, **space_options)
         # math.inf, not None, when the env has no limit of its own: subclasses compare steps with it.
         self.max_steps: int | float = max_steps if max_steps is not None else math.inf
         self.render_mode = render_mode
         self.backend = backend
-        self._owns_db = not isinstance(db, Database)
-        # A replaying env only reads: its database opens read-only (it may be on read-only media).
-        self.database = db if isinstance(db, Database) else Database(db if db is not None else default_path(),
-                                                                      readonly=backend == "replay")
-        self._measurer = measurer
-        self._shares_measurer = False  # holds a user's count of the shared measurer (released in close)
+        # The env measures through its context, unless an evaluator given without a measurer does the measuring.
+        self._measures = backend == "tvm" and (evaluator is None or measurer is not None)
+        self._owns_context = context is None
         self._evaluator: Evaluator | None = evaluator
+        if backend == "landscape":
+            # Answers come from the landscape file: a context of the landscape's CPU whose database (in memory) is
+            # opened only if someone asks for it, and which starts no measurer. Nothing is written to disk.
+            self.context = TuningContext.local(self.target, ":memory:")
+            return
+        # A replaying env only reads: its database opens read-only (it may be on read-only media).
+        self.context: TuningContext = context if context is not None else env_context(
+            self.target, db, measurer, readonly=backend == "replay")
+        try:
+            _ = self.context.database  # opened now: a database that cannot be used is refused here
+        except BaseException:
+            self.close()
+            raise
 
     def _check_evaluator(self, evaluator: Evaluator, workload: Workload, space_options: dict[str, Any]) -> None:
         if not isinstance(evaluator, Evaluator):
@@ -337,19 +338,21 @@ class TuningEnv(DataSpec, gym.Env[np.ndarray, np.int64], Generic[SpaceT]):
                                        f"{sorted(space_options)}")
 
     @property
+    def database(self) -> Database:
+        """The database of the env's context."""
+        return self.context.database
+
+    @property
     def measurer(self) -> Measurer | None:
-        """The measurer (the given one, or the shared one of the target, taken on first use); None with the
-        replay backend or a given evaluator."""
-        if self._measurer is None and self.backend == "tvm" and self._evaluator is None:
-            self._measurer = acquire_shared_measurer(self.target)
-            self._shares_measurer = True
-        return self._measurer
+        """The measurer of the env's context (a shared one is taken on first use); None with the replay backend
+        or a given evaluator (unless a measurer was given with it)."""
+        return self.context.measurer if self._measures else None
 
     @property
     def evaluator(self) -> Evaluator:
         """The record source of this env (created on first use: no process starts before)."""
         if self._evaluator is None:
-            self._evaluator = Evaluator(self.search_space, self.database, self.measurer)
+            self._evaluator = self.context.evaluator(self.search_space, replay=not self._measures)
         return self._evaluator
 
     def recorded_configs(self) -> list[Config]:
@@ -358,13 +361,14 @@ class TuningEnv(DataSpec, gym.Env[np.ndarray, np.int64], Generic[SpaceT]):
         return [r.config for r in self.database.records(self.workload.key, self.target.fingerprint, space.name,
                                                          Status.OK)]
 
+    def reseed(self, seed: int) -> None:
+        """Seed the env's randomness as ``reset(seed=seed)`` does, without starting an episode (an env that holds
+        several, like the rl trainer's layer-sampled env, seeds each without resetting it)."""
+        self._np_random, self._np_random_seed = seeding.np_random(integer("seed", seed, minimum=0))
+
     def close(self) -> None:
-        if self._shares_measurer:
-            release_shared_measurer(self._measurer)
-            self._shares_measurer = False
-            self._measurer = None
-            self._evaluator = None
-        if self._owns_db and self.database is not None:
-            self.database.close()
-            self._owns_db = False
+        """Close the context the env built (an env given ``context=`` leaves it open); closing twice is allowed."""
+        if self._owns_context:
+            self._owns_context = False
+            self.context.close()
         super().close()

@@ -79,7 +79,7 @@ from tensorgym.spaces.microkernel.space import log_ratio
 from tensorgym.target import resolve_target
 from tensorgym.workloads import Workload
 
-from .base import TuningEnv, check_reset_options
+from .base import TuningEnv, check_reset_options, refuse_landscape, target_of
 from .tile_hop import FAILED_KERNEL_PENALTY, INVALID_ACTION_PENALTY
 
 UNMEASURED_PEAK_GFLOPS = 1000.0  # reward scale when the catalogue carries no measured peak (tests)
@@ -327,11 +327,12 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace], MicrokernelConstruction):
     space_name = "microkernel"
 
     def __init__(self, workload: Workload, *, auto_calibrate: bool = True, **kwargs: Any):
+        refuse_landscape(self.space_name, kwargs.get("backend"), kwargs)  # before a catalogue is calibrated
         if kwargs.get("backend") == "replay":
             raise InvalidArgumentError("backend='replay' is supported by the tiles env; "
                              "the microkernel env measures every episode's config")
         if kwargs.get("evaluator") is None and kwargs.get("catalogue") is None:
-            catalogue = _catalogue_for(workload, kwargs.get("target"), kwargs.get("cache_dir"), auto_calibrate)
+            catalogue = _catalogue_for(workload, target_of(kwargs), kwargs.get("cache_dir"), auto_calibrate)
             if catalogue is not None:
                 kwargs["catalogue"] = catalogue
         super().__init__(workload, **kwargs)

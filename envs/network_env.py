@@ -5,11 +5,11 @@ problem (seed 002) into a Gymnasium env: the agent plays the task scheduler.
 Each step gives one round of ``measure_per_round`` trials to the (task,
 candidate) its action names; inside it the search of that pair (the GA with
 its XGBoost cost model by default) runs one round, continuing where it
-stopped (:mod:`tensorgym.rounds`); the database answers configs measured
+stopped (:mod:`tensorgym.tuner`); the database answers configs measured
 before.
 
 **Session and episodes.** The env tunes in one *session* (a
-:class:`~tensorgym.network_tuning.NetworkTuner`), which its first ``reset``
+:class:`~tensorgym.tuner.Tuner`), which its first ``reset``
 starts and warms up: one round per live task, split over all its candidates
 (Ansor's and GTA's warm-up), so that every task has a latency when the agent
 starts deciding. Later resets start the next episode from the tuned state
@@ -20,7 +20,11 @@ is ``session_seed`` (default 0), whatever the reset's seed: every env over
 the same network, space and agent starts the same session, so a database
 that holds one warm-up answers the next one without measuring (the envs of
 ``gym.make_vec``, ``check_env``'s copies). A session in which no task is
-left to tune is replaced by a fresh one at the next reset.
+left to tune is replaced by a fresh one at the next reset. A seeded reset
+also seeds the action space: a step costs a round of measurements, and
+sampled actions after ``reset(seed=...)`` (``check_env``'s) then repeat the
+rounds a database already holds, so ``check_env`` over a warm database
+measures nothing.
 
 An episode is truncated by Gymnasium's ``TimeLimit`` (``gym.make`` adds it:
 the ids' ``max_episode_steps`` is :func:`default_episode_steps`, 4 steps per
@@ -90,19 +94,21 @@ from tensorgym.candidate_sampling import probability_sample
 from tensorgym.calibration import stored_or_quick_catalogue
 from tensorgym.catalog import agent_class, make_agent, make_space, space_class
 from tensorgym.checks import integer
-from tensorgym.database import Database, default_path
+from tensorgym.context import TuningContext
+from tensorgym.database import Database
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.evaluator import Evaluator
 from tensorgym.measure.measurer import Measurer
-from tensorgym.network_result import RoundLog
-from tensorgym.network_tuning import NetworkCallback, NetworkTuner, ReplaySearch, default_measure_per_round
+from tensorgym.result import RoundLog
+from tensorgym.strategy import ReplaySearch
+from tensorgym.tuner import Tuner, TuningCallback, default_measure_per_round
 from tensorgym.networks import Network, resolve_network
 from tensorgym.spaces.base import Space
 from tensorgym.strategy import SearchStrategy
 from tensorgym.target import Target, resolve_target
 
-from .base import (METADATA, DataSpec, acquire_shared_measurer, check_max_steps, check_reset_options,
-                   refuse_parallel_timing, release_shared_measurer)
+from .base import (METADATA, DataSpec, check_context, check_max_steps, check_reset_options, env_context,
+                   refuse_parallel_timing, unwrapped_as)
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +127,8 @@ def default_episode_steps(network: Network) -> int:
 
 def unwrap_network_env(env: gym.Env) -> "NetworkEnv":
     """The network env under any Gymnasium wrappers (raises ``TypeError`` for other envs)."""
-    base = env.unwrapped if isinstance(env, gym.Env) else env
-    if not isinstance(base, NetworkEnv):
-        raise InvalidTypeError(f"expected a tensorgym network environment (gym.make('Network-ResNet18-v0') and the "
-                               f"like), got {type(base).__name__}")
-    return base
+    return unwrapped_as(env, NetworkEnv, "a tensorgym network environment (gym.make('Network-ResNet18-v0') and the "
+                                         "like)")
 
 
 def default_agent(space: str) -> str:
@@ -145,8 +148,9 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
             :class:`~tensorgym.networks.Network`.
         space: the search space of every task (``"tiles"``, ``"microkernel"``, ...).
         dtype: the data type of every layer (default: the network's, float32).
-        target, db, measurer, backend: as for the single-workload envs
-            (:class:`~tensorgym.envs.TuningEnv`).
+        context, target, db, measurer, backend: as for the single-workload envs
+            (:class:`~tensorgym.envs.TuningEnv`): a :class:`~tensorgym.context.TuningContext` (left open
+            when the env closes), or the target, database and measurer it is built from.
         agent: the search inside each (task, candidate) (default: :func:`default_agent`);
             agent_options: its constructor's options (``batch_size`` defaults to the round size).
         measure_per_round: trials per step (default 16).
@@ -168,14 +172,16 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
     action_space: spaces.Discrete
 
     def __init__(self, network: "str | Path | Network", *, space: str = "tiles", dtype: str | None = None,
-                 target: Target | str | None = None, db: Database | str | Path | None = None,
-                 measurer: Measurer | None = None, backend: str = "tvm", agent: str | None = None,
+                 context: TuningContext | None = None, target: Target | str | None = None,
+                 db: Database | str | Path | None = None, measurer: Measurer | None = None, backend: str = "tvm",
+                 agent: str | None = None,
                  agent_options: Mapping[str, Any] | None = None, measure_per_round: int = ENV_MEASURE_PER_ROUND,
                  max_steps: int | None = None, budget: int | None = None, kappa: float | None = None,
                  beta: float = 0.2, max_tasks: int | None = None, max_candidates: int | None = None,
                  render_mode: str | None = None, session_seed: int = 0, **space_options: Any):
         if backend not in ("tvm", "replay"):
             raise InvalidArgumentError(f"backend must be 'tvm' or 'replay', got {backend!r}")
+        check_context(context, target=target, db=db, measurer=measurer)
         if backend == "replay" and measurer is not None:
             raise InvalidArgumentError("backend='replay' measures nothing: do not pass a measurer")
         if measurer is not None and not isinstance(measurer, Measurer):
@@ -193,7 +199,7 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
             raise InvalidArgumentError(f"kappa must be in (0, 1] or None, got {kappa!r}")
         net = resolve_network(network)
         self.network = net.with_dtype(dtype) if dtype is not None else net
-        self.target = resolve_target(target)
+        self.target = context.target if context is not None else resolve_target(target)
         self.space_name = space
         self.backend = backend
         self.agent_name = agent or default_agent(space)
@@ -227,11 +233,14 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
         self.row_size = len(TASK_FEATURES) + len(CANDIDATE_FEATURES) * self.max_candidates
         self.observation_space = spaces.Box(0.0, 1.0, shape=(self.max_tasks * self.row_size,), dtype=np.float32)
         self.action_space = spaces.Discrete(self.max_tasks * self.max_candidates)
-        self._owns_db = not isinstance(db, Database)
-        self.database = db if isinstance(db, Database) else Database(db if db is not None else default_path())
-        self._measurer = measurer
-        self._shares_measurer = False  # holds a user's count of the shared measurer (released in close)
-        self._tuner: NetworkTuner | None = None  # the session
+        self._tuner: Tuner | None = None  # the session
+        self._owns_context = context is None
+        self.context: TuningContext = context if context is not None else env_context(self.target, db, measurer)
+        try:
+            _ = self.context.database  # opened now: a database that cannot be used is refused here
+        except BaseException:
+            self.close()
+            raise
         self._sessions = 0
         self._kept: dict[int, list[int]] = {}
         self._warm: list[float | None] = []
@@ -241,27 +250,28 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
 
     # -- the runs (schedulers use this too) ----------------------------------------------------
     @property
+    def database(self) -> Database:
+        """The database of the env's context."""
+        return self.context.database
+
+    @property
     def measurer(self) -> Measurer | None:
-        """The measurer (the given one, or the target's shared one, taken on first use; None with the replay
-        backend)."""
-        if self._measurer is None and self.backend == "tvm":
-            self._measurer = acquire_shared_measurer(self.target)
-            self._shares_measurer = True
-        return self._measurer
+        """The measurer of the env's context (a shared one is taken on first use); None with the replay backend."""
+        return self.context.measurer if self.backend == "tvm" else None
 
     def tuner(self, *, budget: int | None, time_budget: float | None = None, measure_per_round: int | None = None,
-              seed: int = 0, callback: NetworkCallback | Sequence[NetworkCallback] | None = None,
-              label: str = "") -> NetworkTuner:
+              seed: int = 0, callback: TuningCallback | Sequence[TuningCallback] | None = None,
+              label: str = "") -> Tuner:
         """A new run over this env's tasks, spaces, database and measurer (what task schedulers drive)."""
         if measure_per_round is None:
             measure_per_round = default_measure_per_round(budget, len(self.network.live_tasks))
         agent = self.agent_name if self.backend == "tvm" else "replay"
-        return NetworkTuner(self.network, self.spaces, self._evaluator, self._search_for(measure_per_round),
-                            budget=budget, time_budget=time_budget, measure_per_round=measure_per_round, seed=seed,
-                            callback=callback, label=label, agent=agent)
+        return Tuner.for_network(self.network, self.spaces, self._evaluator, self._search_for(measure_per_round),
+                                 budget=budget, time_budget=time_budget, measure_per_round=measure_per_round,
+                                 seed=seed, callback=callback, label=label, search=agent)
 
     def _evaluator(self, space: Space) -> Evaluator:
-        return Evaluator(space, self.database, self.measurer)
+        return self.context.evaluator(space, replay=self.backend == "replay")
 
     def _search_for(self, batch_size: int):
         if self.backend == "replay":
@@ -285,6 +295,10 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
         """Start an episode: from the tuned state of the session, or (first reset, ``options={"fresh": True}``,
         or a session with nothing left to tune) from a new session, warmed up."""
         super().reset(seed=seed)
+        if seed is not None:
+            # A step costs a round of measurements: a seeded reset seeds the action space too, so that sampled
+            # actions (check_env's, a random scheduler's) repeat their rounds, which a warm database answers.
+            self.action_space.seed(seed)
         options = check_reset_options(options, ("fresh",))
         fresh = options.get("fresh", False)
         if not isinstance(fresh, (bool, np.bool_)):
@@ -294,9 +308,9 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
             # The first session's seed is fixed (a warm database answers its warm-up in every env alike);
             # a fresh one asked for draws its seed from the env's RNG.
             self._start_session(self.session_seed if self._tuner is None else int(self.np_random.integers(2**31)))
-        self._episode_start = self._tuner.trials
+        self._episode_start = len(self._tuner.trials)
         # The session's budget is the episode's: what it has used so far, plus this episode's allowance.
-        self._tuner.budget = None if self.budget is None else self._tuner.trials + self.budget
+        self._tuner.budget = None if self.budget is None else len(self._tuner.trials) + self.budget
         self._steps = 0
         self._last = None
         return self._observation(), self._info("warm-up" if started else "resumed")
@@ -358,7 +372,7 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
         estimate = self._tuner.estimate()
         limit = f"/{self.max_steps}" if math.isfinite(self.max_steps) else ""
         text = (f"{self.network.name} step {self._steps}{limit}: network "
-                f"{'-' if estimate is None else f'{estimate * 1e3:.3f} ms'} after {self._tuner.trials} trials")
+                f"{'-' if estimate is None else f'{estimate * 1e3:.3f} ms'} after {len(self._tuner.trials)} trials")
         if self._last is not None:
             state = self._tuner.tasks[self._last.task]
             text += (f"; last round {state.task.label} "
@@ -369,13 +383,9 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
         if self._tuner is not None:
             self._tuner.close()
             self._tuner = None
-        if self._shares_measurer:
-            release_shared_measurer(self._measurer)
-            self._shares_measurer = False
-            self._measurer = None
-        if self._owns_db and self.database is not None:
-            self.database.close()
-            self._owns_db = False
+        if self._owns_context:  # an env given context= leaves it open
+            self._owns_context = False
+            self.context.close()
         super().close()
 
     # -- helpers ---------------------------------------------------------------------------------------
@@ -407,7 +417,7 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
             row[0] = state.live
             row[1] = state.weight * latency / estimate if estimate and latency is not None else 0.0
             row[2] = latency / warm if latency is not None and warm else 1.0
-            row[3] = state.trials / tuner.trials if tuner.trials else 0.0
+            row[3] = state.trials / len(tuner.trials) if tuner.trials else 0.0
             row[4] = math.log10(1.0 + state.flops) / 12.0
             row[5] = state.weight / total_weight
             history = state.history
@@ -427,8 +437,8 @@ class NetworkEnv(DataSpec, gym.Env[np.ndarray, np.int64]):
         info: dict[str, Any] = {
             "status": status,  # of this step: ok, masked; of a reset: warm-up (a new session), resumed
             "estimate_s": tuner.estimate(),
-            "trials": tuner.trials,  # of the session
-            "episode_trials": tuner.trials - self._episode_start,
+            "trials": len(tuner.trials),  # of the session
+            "episode_trials": len(tuner.trials) - self._episode_start,
             "session": self._sessions,  # how many sessions this env has started
             "latencies_s": [t.latency_s for t in tuner.tasks],
             "action_mask": self.action_masks(),

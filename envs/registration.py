@@ -12,9 +12,10 @@
 Every id takes the env keyword arguments: ``space=`` (a space that has an env class in
 :mod:`tensorgym.catalog`: ``"tiles"``, the tile-hop env, ``"microkernel"``, the
 microkernel-construction env, or ``"mapping"``, the intrinsic-mapping env), ``dtype=``
-(``"float32"``, the default; ``"int8"`` and ``"bf16"`` in the ``mapping`` space), ``target=``,
-``db=``, ``measurer=``, ``max_steps=``, ``render_mode=``, ``backend=``, and the chosen space's
-own options.
+(``"float32"``, the default; ``"int8"`` and ``"bf16"`` in the ``mapping`` space), ``context=`` (a
+:class:`~tensorgym.context.TuningContext`) or ``target=``, ``db=``, ``measurer=``, then
+``max_steps=``, ``render_mode=``, ``backend=`` (``"tvm"``, ``"replay"``, or ``"landscape"`` in the tiles
+space, with ``landscape=``: :mod:`.landscape_env`), and the chosen space's own options.
 
 **Episode length.** Every id is registered with ``max_episode_steps`` (64, :data:`~.base.DEFAULT_MAX_STEPS`;
 a network id: 4 steps per live task), so ``gym.make`` wraps the env in Gymnasium's ``TimeLimit``,
@@ -47,7 +48,9 @@ from tensorgym.suites import all_suite_workloads
 from tensorgym.target import Target, resolve_target
 from tensorgym.workloads import CHANNEL_BLOCK, Conv2d, Workload, conv2d, matmul
 
-from .base import DEFAULT_MAX_STEPS, TuningEnv, check_max_steps
+from .base import DEFAULT_MAX_STEPS, TuningEnv, check_max_steps, target_of
+from .landscape_env import LandscapeHopEnv
+from .tile_hop import TileHopEnv
 
 
 def make_env(workload: Workload, *, space: str = "tiles", dtype: str | None = None, layout: str | None = None,
@@ -59,8 +62,11 @@ def make_env(workload: Workload, *, space: str = "tiles", dtype: str | None = No
     if dtype is not None and dtype != workload.dtype:
         workload = workload.with_dtype(dtype)
     if layout:
-        workload = with_layout(workload, layout, kwargs.get("target"))
-    return env_class(space)(workload, **kwargs)
+        workload = with_layout(workload, layout, target_of(kwargs))
+    cls = env_class(space)
+    if cls is TileHopEnv and kwargs.get("backend") == "landscape":
+        cls = LandscapeHopEnv  # the tile-hop env over a landscape (the other envs refuse the backend)
+    return cls(workload, **kwargs)
 
 
 def with_layout(workload: Workload, layout: str, target: "str | Target | None" = None) -> Workload:

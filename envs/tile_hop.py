@@ -51,6 +51,12 @@ start config that is one is refused, and an episode that reaches one anyway is
 truncated at once (hops are reversible, so a state reached by a move always
 has the move back; this guards against explicitly given starts).
 
+**Landscapes.** With ``backend="landscape"`` (``gym.make``, :func:`~.registration.make_env`) the env is a
+:class:`~.landscape_env.LandscapeHopEnv`:
+it walks every config of a landscape (an exhaustively measured benchmark sub-space, shipped as
+data) like replay walks its records, and each visited config's throughput is the landscape
+evaluator's seeded draw from its recorded samples (see :mod:`.landscape_env`).
+
 **Rules without measuring.** :class:`HopRules` holds what the env does that
 needs no measurement: the action and observation layout, the config an action
 leads to, the action mask, the observation of a state (:class:`HopState`) and
@@ -77,7 +83,7 @@ from tensorgym.spaces.base import Space
 from tensorgym.spaces.tiles import HopGraph, TilesSpace
 from tensorgym.workloads import Workload
 
-from .base import NoWorkingStart, TuningEnv, check_reset_options
+from .base import NoWorkingStart, TuningEnv, UnsupportedBackend, check_reset_options
 
 INVALID_ACTION_PENALTY = -1.0
 FAILED_KERNEL_PENALTY = -1.0
@@ -179,11 +185,19 @@ class HopRules:
     # -- replay ------------------------------------------------------------------
     def use_records(self, records: list[Record]) -> HopGraph:
         """Walk only between these records (replay): the hop graph over them, its table in these rules' actions."""
-        self.graph = HopGraph(self.space, records)
-        table = self.graph.table[:, np.maximum(self._base_action, 0)]
-        self.moves = np.where(self._has_base, table, -1)
+        return self.use_graph(HopGraph(self.space, records))
+
+    def use_graph(self, graph: HopGraph) -> HopGraph:
+        """Walk only between the nodes of ``graph`` (a hop graph of this space, built once and shared)."""
+        self.graph = graph
+        self.moves = self.actions_table(graph)
         self._static = {}
-        return self.graph
+        return graph
+
+    def actions_table(self, graph: HopGraph) -> np.ndarray:
+        """``graph``'s table in these rules' actions: ``[node, action]`` -> the node reached (-1: none)."""
+        table = graph.table[:, np.maximum(self._base_action, 0)]
+        return np.where(self._has_base, table, -1)
 
     # -- states --------------------------------------------------------------------
     def state(self, record: Record) -> HopState:
@@ -245,6 +259,11 @@ class HopRules:
             encoding = slots
         return np.clip(np.concatenate([encoding, space.normalised_features(config)]).astype(np.float32), 0.0, 1.0)
 
+    @property
+    def shape_features(self) -> np.ndarray:
+        """The layer's shape features that end every observation (none in the ``layer`` layout)."""
+        return self._shape
+
     def observe(self, state: HopState) -> np.ndarray:
         """The observation of ``state``: its config, its throughput and the episode's best."""
         if self.graph is not None:  # replay revisits few configs often: their static part is cached per node
@@ -268,6 +287,9 @@ class TileHopEnv(TuningEnv[TilesSpace]):
     graph_replay = True  # replay walks the precomputed hop graph of the recorded configs (tile hops only)
 
     def __init__(self, workload: Workload, *, observation: str = "layer", **kwargs: Any):
+        if kwargs.get("backend") == "landscape" and not self.landscape_backend and self.space_name == "tiles":
+            raise UnsupportedBackend("the tile-hop env answers landscapes as a LandscapeHopEnv: build it with "
+                                     "make_env(..., backend='landscape') or gym.make(id, backend='landscape')")
         # HopRules checks these too; checked here first so that a bad argument opens no database.
         if observation not in OBSERVATIONS:
             raise InvalidArgumentError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")

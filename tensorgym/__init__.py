@@ -8,6 +8,7 @@ from importlib import metadata as _metadata
 
 from . import workloads
 from .config import Config, ConfigError
+from .context import TuningContext
 from .database import Database
 from .errors import TensorgymError
 from .networks import NETWORKS, Network, network
@@ -24,5 +25,6 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["NETWORKS", "Config", "ConfigError", "Database", "Network", "Record", "Status", "TensorgymError", "conv2d",
-           "cuda_target", "envs", "local_cpu", "make_env", "matmul", "network", "remote_target", "workloads"]
+__all__ = ["NETWORKS", "Config", "ConfigError", "Database", "Network", "Record", "Status", "TensorgymError",
+           "TuningContext", "conv2d", "cuda_target", "envs", "local_cpu", "make_env", "matmul", "network",
+           "remote_target", "workloads"]

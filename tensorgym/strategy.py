@@ -2,9 +2,9 @@
 
 A :class:`SearchStrategy` proposes configs and learns from their records; it
 never measures, never counts a budget and never owns a loop or a thread. The
-loop that drives it (:meth:`tensorgym.tuner.Tuner.run` for one run,
-:class:`tensorgym.rounds.SearchSession` for a network's rounds, or a user
-stepping by hand) asks, measures through the Evaluator, and tells. This is
+loop that drives it (the :class:`tensorgym.tuner.Tuner`, for a layer's run
+or a network's rounds, or a user stepping by hand) asks, measures through
+the Evaluator, and tells. This is
 the shape of Optuna's ask/tell and of MetaSchedule's
 ``generate_measure_candidates`` / ``notify_runner_results``, so a network
 scheduler can interleave many strategies, an RL policy can propose through
@@ -202,3 +202,19 @@ class GeneratorStrategy(SearchStrategy):
 
 
 _MAX_EMPTY_YIELDS = 1000
+
+
+class ReplaySearch(GeneratorStrategy):
+    """A strategy that replays recorded configs, in the order they were first measured (the replay backend's):
+    batches of ``batch_size`` (answered from the database) until they are used up."""
+
+    name = "replay"
+
+    def __init__(self, configs: Sequence[Config], batch_size: int):
+        self.configs = list(configs)
+        self.batch_size = max(1, int(batch_size))
+
+    def search(self, history: SearchHistory, rng) -> Search:
+        for i in range(0, len(self.configs), self.batch_size):
+            yield self.configs[i:i + self.batch_size]
+        return {"replayed": len(self.configs)}

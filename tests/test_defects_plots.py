@@ -11,13 +11,13 @@ import pytest
 
 from fakes import synthetic_result
 
+from tensorgym.baselines import vendor as vendor_module
 from tensorgym.baselines.board import Leaderboard
-from tensorgym.baselines.network_board import NetworkBoard
-from tensorgym.baselines.network_render import plot as plot_network
-from tensorgym.baselines.network_render import vendor_libraries
-from tensorgym.baselines.network_vendor import NetworkVendor
 from tensorgym.baselines.render import plot_curves, vendor_full_name, vendor_label
-from tensorgym.network_result import NetworkResult, NetworkTrial
+from tensorgym.baselines.vendor import time_network_references
+from tensorgym.networks import Network
+from tensorgym.tuner import Trial, TuningResult
+from tensorgym.workloads import conv2d, matmul
 
 AGENTS = ["random", "optuna", "a-search-agent-with-a-long-name"]
 VENDORS = [  # as time_vendor writes them
@@ -107,24 +107,30 @@ def test_the_compare_plot_has_one_legend_inside_with_every_agent_and_vendor(tmp_
         assert labels.count(f"vendor: {vendor_label(ref)}") == 1, (ref, labels)
 
 
-def test_the_compare_network_plot_has_one_legend_inside(tmp_path, figures):
+def test_the_compare_network_plot_has_one_legend_inside(tmp_path, figures, monkeypatch):
+    network = Network.from_pairs("ResNet-18", [(conv2d(1, 16, 14, 14, 16, 3, 3, name="c"), 1.0),
+                                               (matmul(64, 64, 64, name="m"), 2.0)])
     schedulers = ["round-robin", "gradient", "dual-task"]
-    board = NetworkBoard(network="ResNet-18", schedulers=schedulers, seeds=[0, 1], budget=20)
+    board = Leaderboard(env_ids=[network.env_id], agents=schedulers, seeds=[0, 1], budget=20, trial_points=None,
+                        time_points=None)
     for k, name in enumerate(schedulers):
-        board.results[name] = []
+        board.results[(network.env_id, name)] = []
         for seed in (0, 1):
-            trials = [NetworkTrial(i + 1, 0.5 * (i + 1), 0, 0, "ok", 1e-3, (3.0 - k * 0.3) * 1e-3 / (1 + i / 5),
-                                   True) for i in range(20)]
-            board.results[name].append(NetworkResult(name, "ResNet-18", "tiles", "t", seed, 20, None, 4, "random",
-                                                     trials=trials))
-    board.vendor = NetworkVendor("ResNet-18", [{**VENDORS[4], "weight": 1.0, "latency_s": 1.2e-3},
-                                               {**VENDORS[3], "weight": 2.0, "latency_s": 0.3e-3}])
-    assert vendor_libraries(board.vendor) == "oneDNN, MKL"
-    plot_network(board, tmp_path)
+            estimates = [(3.0 - k * 0.3) * 1e-3 / (1 + i / 5) for i in range(20)]
+            trials = [Trial(i + 1, 0.5 * (i + 1), None, "ok", None, network.gflop / e, True, task=i % 2,
+                            latency_s=1e-3, best_latency_s=e) for i, e in enumerate(estimates)]
+            board.results[(network.env_id, name)].append(TuningResult(
+                name, "ResNet-18", "n", "tiles", "t", seed, 20, None, trials, best_gflops=trials[-1].best_gflops))
+    timed = {"latency_cv": 0.01, "max_rel_error": 1e-6}
+    timings = {"c": {**VENDORS[4], **timed, "latency_s": 1.2e-3}, "m": {**VENDORS[3], **timed, "latency_s": 0.3e-3}}
+    monkeypatch.setattr(vendor_module, "time_references",
+                        lambda workload, choices, native_blas=False: [timings[workload.label.split("/")[-1]]])
+    board.vendor[network.env_id] = time_network_references(network)  # PyTorch's weighted sum: one reference
+    plot_curves(board, tmp_path)
     legends = _legends_inside(figures[0])
     assert len(legends) == 1
     labels = [t.get_text() for t in legends[0].get_texts()]
-    assert len(labels) == len(schedulers) + 1 and labels[-1] == "PyTorch weighted sum (oneDNN, MKL)"
+    assert len(labels) == len(schedulers) + 1 and labels[-1] == "vendor: PyTorch weighted sum (oneDNN, MKL)"
 
 
 def test_a_long_legend_goes_below_the_panels_and_stays_inside(tmp_path, figures):

@@ -172,7 +172,8 @@ def test_replay_answers_from_the_database_without_compiling(make, tmp_path):
             break
         _, _, _, _, info = replay.step(int(allowed[0]))
         assert info["status"] == "ok"
-    assert replay.unwrapped._measurer is None and replay.unwrapped.evaluator.measured == 0
+    assert replay.unwrapped.measurer is None and not replay.unwrapped.context.measurer_started
+    assert replay.unwrapped.evaluator.measured == 0
     assert {r.config for r in replay.unwrapped.database.records()} == recorded
     replay.close()
     with pytest.raises(ValueError, match="backend"):

@@ -2,7 +2,8 @@
 metadata, specs made of data, make_vec with one measurer, async refused, check_env.
 
 The envs here measure with :class:`fakes.SyntheticMeasurer` (nothing is compiled), given explicitly or put
-in place of the measurer that envs without one share (:data:`tensorgym.envs.base.SHARED_MEASURERS`).
+in place of the measurer that envs without one share (the default contexts' ``measurer_factory``,
+:data:`tensorgym.context.DEFAULT_CONTEXTS`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import TimeLimit
 
 import tensorgym
+from tensorgym.context import DEFAULT_CONTEXTS
 from tensorgym.database import Database
-from tensorgym.envs import base
 from tensorgym.envs.base import DEFAULT_MAX_STEPS, ParallelTimingError, TuningEnv
 from tensorgym.envs.network_env import NetworkEnv
 from tensorgym.errors import TensorgymError
@@ -40,7 +41,7 @@ def shared_synthetic(monkeypatch):
         started.append(measurer)
         return measurer
 
-    monkeypatch.setattr(base.SHARED_MEASURERS, "factory", factory)
+    monkeypatch.setattr(DEFAULT_CONTEXTS, "measurer_factory", factory)
     return started
 
 
@@ -136,7 +137,8 @@ def test_make_vec_sync_envs_share_one_measurer_and_record(tmp_path, shared_synth
     assert obs.shape[0] == 4
     measurers = [env.unwrapped.measurer for env in vec.envs]
     assert len(shared_synthetic) == 1 and all(m is shared_synthetic[0] for m in measurers)
-    assert base.SHARED_MEASURERS.users(measurers[0]) == 4
+    shared = DEFAULT_CONTEXTS.get(vec.envs[0].unwrapped.target)
+    assert shared.users == 4 and all(env.unwrapped.context is not shared for env in vec.envs)  # a database each
     actions = np.array([int(np.flatnonzero(mask)[0]) for mask in info["action_mask"]])
     _, rewards, terminated, truncated, info = vec.step(actions)
     assert rewards.shape == (4,) and not terminated.any() and not truncated.any()
@@ -144,7 +146,7 @@ def test_make_vec_sync_envs_share_one_measurer_and_record(tmp_path, shared_synth
         # Every env's start and move went through the one measurer into the one database.
         assert len(shared_synthetic[0].measured) == len(records) >= 4
     vec.close()
-    assert base.SHARED_MEASURERS.users(measurers[0]) == 0  # the last env gave it back
+    assert shared.users == 0 and DEFAULT_CONTEXTS.get(shared.target) is None  # the last env gave it back
 
 
 def test_make_vec_with_a_given_measurer_shares_it(tmp_path):

@@ -17,8 +17,8 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeLimit
 
 from tensorgym import catalog
+from tensorgym.context import DEFAULT_CONTEXTS
 from tensorgym.database import Database
-from tensorgym.envs import base
 from tensorgym.envs.network_env import NetworkEnv, default_episode_steps
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.networks import NETWORKS, Network
@@ -45,7 +45,7 @@ def shared_synthetic(monkeypatch):
         started.append(SyntheticMeasurer(target=target))
         return started[-1]
 
-    monkeypatch.setattr(base.SHARED_MEASURERS, "factory", factory)
+    monkeypatch.setattr(DEFAULT_CONTEXTS, "measurer_factory", factory)
     return started
 
 
@@ -99,6 +99,30 @@ def test_check_env_warms_up_once_and_its_resets_measure_nothing(tmp_path, shared
     assert len(measurer.measured) == sum(resets) + sum(steps)
     assert net._sessions == 1
     assert shared_synthetic and all(not m.measured for m in shared_synthetic)  # the envs made again
+    env.close()
+
+
+def test_a_second_check_env_over_the_same_database_measures_nothing(tmp_path, shared_synthetic):
+    """check_env samples actions: a seeded reset seeds the action space, so the second run picks the rounds the
+    first one measured (unseeded, its first step gave a round to a random task)."""
+    db = str(tmp_path / "twice.db")
+    counts = []
+    for _ in range(2):
+        env = _make(db, measurer=SyntheticMeasurer())
+        check_env(env.unwrapped)
+        env.close()
+        with Database(db) as records:
+            counts.append(len(records))
+    assert counts[0] > 0 and counts[1] == counts[0]
+
+
+def test_a_seeded_reset_seeds_the_action_space():
+    env = NetworkEnv(TOY, db=Database(":memory:"), measurer=SyntheticMeasurer(), agent="random",
+                     measure_per_round=ROUND)
+    env.reset(seed=5)
+    first = [int(env.action_space.sample()) for _ in range(8)]
+    env.reset(seed=5)
+    assert [int(env.action_space.sample()) for _ in range(8)] == first
     env.close()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -83,3 +85,59 @@ def test_without_random_runs_there_is_no_score():
     assert board.methodology_reference("E") is None
     assert board.stats("E", "perfect")["score"].format() == "-"
     assert board.stats("E", "perfect")["AUC"].mean == pytest.approx(1.0)  # the area needs no baseline
+
+
+def test_on_a_landscape_the_baseline_is_drawn_without_replacement_from_the_whole_space():
+    population = [0.0, 10.0, 20.0, 30.0, 40.0]  # every config of a (tiny) landscape
+    # best of M draws without replacement: expected rank M (N + 1) / (M + 1) from the worst (N = 5); the values
+    # are evenly spaced, so the value at that rank is the expected best
+    assert methodology.expected_best_without_replacement(population, [1, 2, 5]) == pytest.approx([20.0, 30.0, 40.0])
+    assert methodology.value_at_expected_rank(population, [1, 2, 5]) == pytest.approx([20.0, 30.0, 40.0])
+    rng = np.random.default_rng(0)
+    draws = np.array([rng.choice(population, size=2, replace=False).max() for _ in range(100_000)])
+    # the exact mean of the best of 2 is 30 (ranks 2..5 weighted 1..4 of 10): the expected rank's value agrees
+    assert draws.mean() == pytest.approx(30.0, rel=0.01)
+    ref = methodology.exhaustive_reference(population, seconds_per_trial=0.5, trials=3)
+    assert ref is not None and ref.exhaustive and ref.optimum == 40.0
+    baseline = ref.baseline_trials()
+    assert methodology.score([40.0] * 3, baseline, ref.optimum) == pytest.approx(1.0)
+    assert methodology.score(baseline, baseline, ref.optimum) == pytest.approx(0.0)
+    assert ref.time_grid()[0] == pytest.approx(0.5)
+    assert methodology.exhaustive_reference([5.0, 5.0], 0.5, 3) is None  # one draw already finds the optimum
+    assert methodology.exhaustive_reference([], 0.5, 3) is None
+
+
+SKEWED = [0.0, 0.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0]  # a landscape whose best configs are far apart (2 failed)
+
+
+def test_the_landscape_baseline_is_the_exact_expected_best_not_the_value_at_the_expected_rank():
+    for m in range(1, len(SKEWED) + 1):
+        exact = np.mean([max(subset) for subset in itertools.combinations(SKEWED, m)])
+        assert methodology.expected_best_without_replacement(SKEWED, [m])[0] == pytest.approx(exact)
+    # one draw: the mean (39.375), where the value at the expected rank 4.5 is 15
+    assert methodology.value_at_expected_rank(SKEWED, [1])[0] == pytest.approx(15.0)
+    # between whole numbers of draws: linear; beyond the population: its best
+    two, three = methodology.expected_best_without_replacement(SKEWED, [2, 3])
+    between = methodology.expected_best_without_replacement(SKEWED, [2.25])[0]
+    assert between == pytest.approx(two + 0.25 * (three - two))
+    assert methodology.expected_best_without_replacement(SKEWED, [20])[0] == pytest.approx(160.0)
+
+
+def test_random_search_scores_zero_in_expectation_against_a_landscape():
+    rng = np.random.default_rng(0)
+    runs = [_run("random", list(rng.permutation(SKEWED)[:6]), seed) for seed in range(4000)]
+    ref = methodology.exhaustive_reference(SKEWED, seconds_per_trial=1.0, trials=6)
+    scores = methodology.score_runs(runs, ref)
+    # the mean curve against the exact expectation: P is linear in the curve, so random search scores 0 (here
+    # within the sampling error of 4000 runs); over time its k-th result is in at k seconds: floor(t / tpf) draws
+    assert scores.trials == pytest.approx(0.0, abs=0.02)
+    assert scores.time == pytest.approx(0.0, abs=0.02)
+    # what the score was before the cross-check with the package: the median curve against the value at the
+    # expected rank puts random search far above 0
+    median = methodology.median_curve([[r.best_at(trials=m) for m in range(1, 7)] for r in runs])
+    assert methodology.score(median, methodology.value_at_expected_rank(SKEWED, np.arange(1, 7)), ref.optimum) > 0.3
+
+
+def test_over_time_random_search_has_finished_whole_draws():
+    assert list(methodology.draws_by([0.1, 1.0, 1.5, 2.0 - 1e-12, 3.0], 1.0)) == [1.0, 1.0, 1.0, 2.0, 3.0]
+    assert list(methodology.draws_by(np.array([0.3, 0.6, 0.9]) * 3, 0.3)) == [3.0, 6.0, 9.0]  # no rounding down

@@ -1,4 +1,5 @@
-"""``tensorgym tune-network`` and ``compare-network``: errors, the per-layer table, interrupt and resume."""
+"""``tensorgym tune-network`` and ``compare-network``: errors, the per-layer table, interrupt and resume; the network's
+comparison is ``compare``'s, with its files."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from fakes import SyntheticMeasurer
 
 from tensorgym.cli import EXIT_INTERRUPTED, main
-from tensorgym.network_tuning import NetworkProgressBar
+from tensorgym.tuner import ProgressBarCallback
 
 NETWORK = {"name": "tiny", "layers": [
     {"op": "matmul", "M": 32, "N": 32, "K": 32, "count": 2, "name": "a"},
@@ -27,10 +28,10 @@ def network_file(tmp_path):
 @pytest.fixture()
 def synthetic(monkeypatch):
     """Every network env of the command measures with one synthetic measurer (no compiling)."""
-    from tensorgym.envs import base
+    from tensorgym.context import DEFAULT_CONTEXTS
 
     measurer = SyntheticMeasurer()
-    monkeypatch.setattr(base.SHARED_MEASURERS, "factory", lambda target: measurer)
+    monkeypatch.setattr(DEFAULT_CONTEXTS, "measurer_factory", lambda target: measurer)
     return measurer
 
 
@@ -69,7 +70,7 @@ def test_tune_network_prints_the_layer_table_and_resumes(tmp_path, capsys, netwo
     assert lines["tiny/a"][1] == "2" and lines["tiny/a"][3] == "all"
     assert "estimated network latency:" in out
     saved = json.loads((tmp_path / "run.json").read_text())
-    assert saved["scheduler"] == "dual-task" and len(saved["trials"]) == 40
+    assert saved["agent"] == "dual-task" and len(saved["trials"]) == 40
     assert main(args) == 0
     assert "40 trials (0 measured now, 40 from" in capsys.readouterr().out
     assert len(synthetic.measured) == 40
@@ -79,19 +80,19 @@ def test_an_interrupted_tune_network_resumes_and_measures_nothing_twice(tmp_path
                                                                         monkeypatch):
     db = str(tmp_path / "runs.db")
     args = ["tune-network", network_file, "--budget", "60", "--db", db, "--no-vendor", "--scheduler", "gradient"]
-    original = NetworkProgressBar.on_trial
+    original = ProgressBarCallback.on_trial
 
     def interrupt(self, trial):
         original(self, trial)
         if trial.index == 33:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(NetworkProgressBar, "on_trial", interrupt)
+    monkeypatch.setattr(ProgressBarCallback, "on_trial", interrupt)
     assert main(args) == EXIT_INTERRUPTED
     assert "run the same command again to resume" in capsys.readouterr().err
     done = len(synthetic.measured)
     assert done >= 33
-    monkeypatch.setattr(NetworkProgressBar, "on_trial", original)
+    monkeypatch.setattr(ProgressBarCallback, "on_trial", original)
     assert main(args) == 0
     assert f"60 trials ({60 - done} measured now, {done} from" in capsys.readouterr().out
     assert len(synthetic.measured) == len(set(synthetic.measured)) == 60
@@ -105,15 +106,15 @@ def test_compare_network_writes_its_files_and_reuses_finished_runs(tmp_path, cap
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "to-RR" in text and "%RR" in text and "@48" in text and "dual-task" in text
-    for name in ("compare_network.csv", "compare_network.json", "compare_network.md", "compare_network.png",
-                 "results/round-robin-seed1.json"):
+    for name in ("compare.csv", "compare.json", "compare.md", "compare.html", "plots/Network-tiny-v0.png"):
         assert (out / name).exists(), name
-    board = json.loads((out / "compare_network.json").read_text())
-    rows = {row["scheduler"]: row["stats"] for row in board["rows"]}
+    assert len(list((out / "results" / "Network-tiny-v0").glob("round-robin-*seed1.json"))) == 1
+    board = json.loads((out / "compare.json").read_text())
+    rows = {row["agent"]: row["stats"] for row in board["rows"] if row["env"] == "Network-tiny-v0"}
     # Round-robin reaches its own final latency within its trials, at its last improvement.
-    final = json.loads((out / "results/round-robin-seed0.json").read_text())["estimate_s"]
-    first = next(t["index"] for t in json.loads((out / "results/round-robin-seed0.json").read_text())["trials"]
-                 if t["estimate_s"] is not None and t["estimate_s"] <= final)
+    run = json.loads(next((out / "results" / "Network-tiny-v0").glob("round-robin-*seed0.json")).read_text())
+    final = run["best_latency_s"]
+    first = next(t["index"] for t in run["trials"] if t["best_latency_s"] is not None and t["best_latency_s"] <= final)
     assert rows["round-robin"]["to-RR"]["values"][0] == first and 0 < rows["round-robin"]["%RR"]["values"][0] <= 100
     measured = len(synthetic.measured)
     assert main(args) == 0  # finished runs are reused: nothing runs again
@@ -126,9 +127,9 @@ def test_tune_network_on_real_kernels_beside_pytorch(tmp_path, capsys, network_f
     args = ["tune-network", network_file, "--budget", "12", "--db", db, "-q", "--json", str(tmp_path / "run.json")]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "12 trials (12 measured now, 0 from" in out and "PyTorch (torch" in out
+    assert "12 trials (12 measured now, 0 from" in out and "PyTorch weighted sum (" in out
     saved = json.loads((tmp_path / "run.json").read_text())
-    assert saved["estimate_s"] > 0 and saved["extra"]["vendor"]["estimate_s"] > 0
+    assert saved["best_latency_s"] > 0 and saved["extra"]["vendor"]["latency_s"] > 0
     assert all(t["best_latency_s"] for t in saved["tasks"] if t["weight"] > 0)
     assert main([*args[:-2], "--no-vendor"]) == 0
     assert "12 trials (0 measured now, 12 from" in capsys.readouterr().out
@@ -145,10 +146,10 @@ def test_metaschedule_network_tuner_on_real_kernels(tmp_path, capsys, network_fi
     env = NetworkEnv(network_file, db=db)
     result = make_scheduler("metaschedule").tune(env, budget=8, seed=0)
     assert len(result.trials) == 8 and {t.task for t in result.trials} == {0, 1}
-    assert result.tasks[2].trials == 0 and result.estimate_s and result.extra["metaschedule_estimate_s"]
+    assert result.tasks[2].trials == 0 and result.best_latency_s and result.extra["metaschedule_estimate_s"]
     assert len(db.records(space="metaschedule")) >= 2  # re-timed winners stored as records
     again = make_scheduler("metaschedule").tune(env, budget=8, seed=0)  # the finished run is reused
-    assert again.estimate_s == result.estimate_s
+    assert again.best_latency_s == result.best_latency_s
     env.close()
 
 

@@ -158,3 +158,30 @@ def test_a_policy_for_the_microkernel_env_trains_and_tunes(tmp_path):
         assert 1 <= len(result.trials) <= 4 and result.best_gflops > 0
         assert all(space.is_valid(t.config) for t in result.trials)
         env.close()
+
+
+def test_the_tvm_backend_measures_through_one_context(replay_db, tmp_path):
+    """Training envs and the held-out evaluation measure through the context they are given, and leave it open."""
+    from tensorgym.agents.rl.train import evaluate_held_out
+    from tensorgym.context import TuningContext
+
+    out = tmp_path / "policy"
+    train("maskable-ppo", [MM, CONV_1X1], db=replay_db, out=out, timesteps=64, n_envs=1, eval_freq=0,
+          checkpoint_freq=0, progress=False, algo_options={"n_steps": 32, "batch_size": 16})
+    measurer = SyntheticMeasurer(smooth_gflops)
+    with TuningContext.local(None, tmp_path / "measured.db", measurer=measurer) as context:
+        venv = make_training_env([MM], backend="tvm", context=context, n_envs=2, seed=0)
+        venv.reset()
+        for _ in range(4):
+            masks = venv.env_method("action_masks")
+            venv.step(np.array([int(np.flatnonzero(m)[0]) for m in masks]))
+        venv.close()
+        assert not context.closed and context.measurer is measurer
+        stored = context.database.records(MM.key, context.target.fingerprint, "tiles")
+        assert len(stored) >= 2
+        evaluation = evaluate_held_out(out / "best.zip", [CONV_1X1], backend="tvm", budget=3, context=context)
+        assert evaluation[0]["trials"] == 3 and evaluation[0]["backend"] == "tvm" and not context.closed
+    with pytest.raises(InvalidArgumentError, match="give db= or context="):
+        make_training_env([MM], backend="tvm")
+    with pytest.raises(InvalidArgumentError, match="give db="):
+        make_training_env([MM], backend="replay")

@@ -1,4 +1,4 @@
-"""The rl agent as a search strategy: it proposes through the Tuner's loop and a SearchSession's rounds."""
+"""The rl agent as a search strategy: it proposes through the Tuner's loop, in one run or in rounds."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import tensorgym.agents.rl as rl
 from tensorgym.agents.rl import PolicyInfo, PolicyMismatch, RLAgent
 from tensorgym.agents.rl.train import make_model
 from tensorgym.envs import TileHopEnv
-from tensorgym.rounds import SearchSession
 from tensorgym.spaces import TilesSpace
 from tensorgym.tuner import Tuner, TuningCallback
 from tensorgym.workloads import conv2d
@@ -86,14 +85,15 @@ def test_every_ask_is_one_new_config_and_a_move_of_the_walk(policy):
 def test_rounds_make_the_trials_of_one_run(policy):
     agent = RLAgent(policy, epsilon=0.2, episode_steps=5)
     one_run = run_search(agent.spawn(), synthetic_tuner(SPACE, perf, budget=31), seed=7)
-    session = SearchSession(agent.spawn(), SyntheticEvaluator(SPACE, perf), seed=7, label="rl")
+    tuner = Tuner(SyntheticEvaluator(SPACE, perf), budget=31, label="rl")
+    search = tuner.start(agent.spawn(), seed=7)
     made = 0
     while made < 31:
-        made += session.run_round(min(7, 31 - made))
-    assert not session.finished
-    session.close()
-    assert configs(session.tuner.trials) == configs(one_run.trials)
-    assert session.extra == {k: one_run.extra[k] for k in ("policy", "algo", "episodes", "epsilon")}
+        made += tuner.run_round(0, trials=min(7, 31 - made)).trials
+    assert not search.finished
+    tuner.close()
+    assert configs(tuner.trials) == configs(one_run.trials)
+    assert search.strategy.summary() == {k: one_run.extra[k] for k in ("policy", "algo", "episodes", "epsilon")}
 
 
 def test_a_policy_that_does_not_fit_is_refused_before_anything_is_measured(policy):

@@ -1,4 +1,4 @@
-"""Searches in rounds (tensorgym.rounds): agents continue across rounds exactly as in one run."""
+"""Searches in rounds (the Tuner's run_round): agents continue across rounds exactly as in one run."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from tensorgym.agents.dgd import DGDAgent
 from tensorgym.agents.ga import GAAgent
 from tensorgym.agents.random_search import RandomAgent
 from tensorgym.errors import InvalidArgumentError
-from tensorgym.rounds import SearchSession
 from tensorgym.spaces import TilesSpace
 from tensorgym.target import constructed_cpu
+from tensorgym.tuner import Tuner
 from tensorgym.workloads import matmul
 
 AGENTS = {
@@ -37,13 +37,15 @@ def test_a_search_in_rounds_makes_the_trials_of_one_uninterrupted_run(name, roun
     total = 48
     reference = run_search(AGENTS[name](), synthetic_tuner(budget=total), seed=7)
     evaluator = _evaluator()
-    session = SearchSession(AGENTS[name](), evaluator, seed=7, label=name)
+    tuner = Tuner(evaluator, budget=total, label=name)
+    search = tuner.start(AGENTS[name](), seed=7)
     try:
-        used = [session.run_round(min(round_size, total - done)) for done in range(0, total, round_size)]
-        assert not session.finished  # it waits for more
+        used = [tuner.run_round(0, trials=min(round_size, total - done)).trials
+                for done in range(0, total, round_size)]
+        assert not search.finished  # it waits for more
     finally:
-        session.close()
-    configs = [t.config for t in session.tuner.trials]
+        tuner.close()
+    configs = [t.config for t in tuner.trials]
     assert sum(used) == total == len(configs) == len(set(configs))
     assert configs == [t.config for t in reference.trials]
     assert evaluator.measured == total  # nothing measured twice, nothing beyond the rounds granted
@@ -59,22 +61,25 @@ def test_the_ga_model_guides_later_rounds():
         scores = []
         for seed in range(3):
             evaluator = SyntheticEvaluator(space, peak_at(space, space.sample(np.random.default_rng(99))))
-            session = SearchSession(agent.spawn(), evaluator, seed=seed)
+            tuner = Tuner(evaluator, budget=128)
+            tuner.start(agent.spawn(), seed=seed)
             for _ in range(8):
-                session.run_round(16)
-            session.close()
-            scores.append(session.tuner.best.gflops)
+                tuner.run_round(0, trials=16)
+            tuner.close()
+            scores.append(tuner.best.gflops)
         best[name] = np.mean(scores)
     assert best["ga"] > best["random"]
 
 
 def test_a_search_that_runs_dry_finishes_and_gives_back_fewer_trials():
     space = TilesSpace(matmul(2, 2, 1, name="tiny"), constructed_cpu("haswell"))
-    session = SearchSession(RandomAgent(batch_size=4), SyntheticEvaluator(space, lambda c: 1.0))
-    used = session.run_round(1000)
-    assert 0 < used < 1000 and session.finished
-    assert session.run_round(10) == 0  # a finished search asks for nothing
-    session.close()
+    tuner = Tuner(SyntheticEvaluator(space, lambda c: 1.0), budget=2000)
+    search = tuner.start(RandomAgent(batch_size=4))
+    used = tuner.run_round(0, trials=1000).trials
+    assert 0 < used < 1000 and search.finished
+    with pytest.raises(InvalidArgumentError, match="dead"):  # a finished search gets no more rounds
+        tuner.run_round(0, trials=10)
+    tuner.close()
 
 
 class _Broken(RandomAgent):
@@ -83,16 +88,18 @@ class _Broken(RandomAgent):
 
 
 def test_errors_of_the_search_are_raised_in_the_caller_and_a_closed_session_refuses_rounds():
-    session = SearchSession(_Broken(batch_size=2), _evaluator())
+    broken = Tuner(_evaluator(), budget=100)
+    broken.start(_Broken(batch_size=2))
     with pytest.raises(ValueError, match="bug in the search"):
-        session.run_round(10)
+        broken.run_round(0, trials=10)
 
-    partial = SearchSession(DGDAgent(initial_samples=8), _evaluator())
-    partial.run_round(3)  # the DGD's initial batch waits with 5 configs unmeasured
+    partial = Tuner(_evaluator(), budget=100)
+    search = partial.start(DGDAgent(initial_samples=8))
+    partial.run_round(0, trials=3)  # the DGD's initial batch waits with 5 configs unmeasured
     partial.close()
-    assert partial.extra["initial_samples"] == 3  # closing booked what was measured
+    assert search.strategy.summary()["initial_samples"] == 3  # closing booked what was measured
     with pytest.raises(InvalidArgumentError, match="closed"):
-        partial.run_round(1)
+        partial.run_round(0, trials=1)
 
 
 class _Repeating(RandomAgent):
@@ -104,9 +111,10 @@ class _Repeating(RandomAgent):
 
 
 def test_a_strategy_proposing_only_what_it_measured_finishes():
-    session = SearchSession(_Repeating(batch_size=4), _evaluator())
-    assert session.run_round(10) == 4 and session.finished
-    session.close()
+    tuner = Tuner(_evaluator(), budget=100)
+    search = tuner.start(_Repeating(batch_size=4))
+    assert tuner.run_round(0, trials=10).trials == 4 and search.finished
+    tuner.close()
 
 
 def test_measurements_and_the_search_stay_in_the_callers_thread():
@@ -121,19 +129,21 @@ def test_measurements_and_the_search_stay_in_the_callers_thread():
 
     evaluator.evaluate = evaluate
     threads_before = set(threading.enumerate())
-    session = SearchSession(RandomAgent(batch_size=4), evaluator)
+    tuner = Tuner(evaluator, budget=100)
+    tuner.start(RandomAgent(batch_size=4))
     for _ in range(5):
-        session.run_round(3)
-        assert set(threading.enumerate()) <= threads_before  # the session starts no thread
-    session.close()
+        tuner.run_round(0, trials=3)
+        assert set(threading.enumerate()) <= threads_before  # the tuner starts no thread
+    tuner.close()
     assert measuring_threads == {caller}
 
 
 def test_round_sizes_are_checked():
-    session = SearchSession(RandomAgent(), _evaluator())
+    tuner = Tuner(_evaluator(), budget=100)
+    tuner.start(RandomAgent())
     for bad in (0, -1, 1.5, True):
         with pytest.raises(InvalidArgumentError):
-            session.run_round(bad)
-    session.close()
+            tuner.run_round(0, trials=bad)
+    tuner.close()
     with pytest.raises(InvalidArgumentError, match="SearchStrategy"):
-        SearchSession(RandomAgent().ask, _evaluator())
+        Tuner(_evaluator(), budget=100).start(RandomAgent().ask)

@@ -17,9 +17,9 @@ from tensorgym.config import Config
 from tensorgym.database import Database
 from tensorgym.envs.network_env import NetworkEnv
 from tensorgym.errors import InvalidArgumentError
-from tensorgym.network_tuning import CandidateState, NetworkCallback, TaskState
 from tensorgym.networks import Network, NetworkTask
 from tensorgym.record import Record, Status
+from tensorgym.tuner import CandidateState, TaskState, TuningCallback
 from tensorgym.workloads import conv2d, matmul
 
 GA_SMALL = {"population": 64, "generations": 2, "num_warmup_sample": 16}
@@ -33,7 +33,7 @@ def _state(index: int, workload, weight: float, history: list[float]) -> TaskSta
 
 
 class _HandBuilt:
-    """What schedulers read of a NetworkTuner: its tasks and which are live."""
+    """What schedulers read of a Tuner: its tasks and which are live."""
 
     def __init__(self, tasks: list[TaskState]):
         self.tasks = tasks
@@ -237,7 +237,7 @@ def test_time_budget_ends_the_run():
 
 
 # -- interrupted and resumed ---------------------------------------------------------------------------------
-class _Interrupt(NetworkCallback):
+class _Interrupt(TuningCallback):
     def __init__(self, at: int):
         self.at = at
 
@@ -261,6 +261,6 @@ def test_an_interrupted_run_resumes_loses_nothing_and_measures_nothing_twice(tmp
     assert len(measurer.measured) == len(set(measurer.measured)) == 300  # nothing measured twice
     assert [(t.task, t.candidate, t.latency_s) for t in resumed.trials] == \
         [(t.task, t.candidate, t.latency_s) for t in reference.trials]
-    assert resumed.estimate_s == reference.estimate_s
+    assert resumed.best_latency_s == reference.best_latency_s
     env.close()
     db.close()

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"tensorgym": "tensorgym", "envs": "tensorgym.envs", "agents": "tensorgym.agents",
             "baselines": "tensorgym.baselines"}
 LOWER = ("tensorgym.config", "tensorgym.errors", "tensorgym.record", "tensorgym.database", "tensorgym.spaces",
-         "tensorgym.measure", "tensorgym.cuda")
+         "tensorgym.measure", "tensorgym.cuda", "tensorgym.context")
 UPPER = ("tensorgym.envs", "tensorgym.agents", "tensorgym.baselines")
 
 

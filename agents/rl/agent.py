@@ -1,8 +1,8 @@
 """A trained policy as a tuning agent (``--agent rl --policy policies/r50/best.zip``).
 
 The agent is a search strategy like the others (``ask`` / ``tell``, driven by
-:meth:`Tuner.run <tensorgym.tuner.Tuner.run>` or, in a network's rounds, by a
-:class:`~tensorgym.rounds.SearchSession`): the policy proposes the configs and
+:meth:`Tuner.run <tensorgym.tuner.Tuner.run>` or, in a network's rounds, by
+:meth:`Tuner.run_round <tensorgym.tuner.Tuner.run_round>`): the policy proposes the configs and
 the loop measures them, so the policy is charged trials and seconds exactly
 like the search agents and everything it measures lands in the database.
 

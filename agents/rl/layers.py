@@ -8,7 +8,8 @@ divisors, so a microkernel policy trains on layers of one action size.
 
 :func:`layer_env_factory` builds the function a ``DummyVecEnv`` or
 ``SubprocVecEnv`` calls to make one such env (in its own process for the
-latter, where it opens its own database connection).
+latter, where it opens its own database connection, or loads its own
+landscapes).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.utils import seeding
 import numpy as np
 
+from tensorgym.checks import choice
+from tensorgym.context import TuningContext
 from tensorgym.database import Database
-from tensorgym.envs.base import TuningEnv
+from tensorgym.envs.base import BACKENDS, TuningEnv
 from tensorgym.envs.registration import make_env
 from tensorgym.errors import InvalidArgumentError
+from tensorgym.measure.measurer import Measurer
 from tensorgym.workloads import Workload
 
 
@@ -69,8 +72,8 @@ class LayerSampledEnv(gym.Env):
             # each layer env draws from its own stream, derived from this env's (without a reset, which
             # would measure a start config of every layer)
             self._seeded = True
-            for env in self.envs:
-                env.np_random, _ = seeding.np_random(int(self.np_random.integers(2**31)))
+            for env in self.envs:  # under the landscape backend, the evaluator's draws too
+                env.reseed(int(self.np_random.integers(2**31)))
         obs, info = self._current.reset(options=options or None)
         info["layer"] = self._current.workload.label
         return obs, info
@@ -93,29 +96,52 @@ class LayerSampledEnv(gym.Env):
         super().close()
 
 
-def layer_env_factory(workloads: Sequence[Workload], *, db: str | Path, space: str = "tiles",
-                      backend: str = "replay", max_steps: int = 32, measurer=None,
+def layer_env_factory(workloads: Sequence[Workload], *, db: str | Path | None = None, space: str = "tiles",
+                      backend: str = "replay", max_steps: int = 32, context: TuningContext | None = None,
+                      measurer: Measurer | None = None, landscape: str | None = None,
                       monitor: bool = True) -> Callable[[], gym.Env]:
     """A function that builds a :class:`LayerSampledEnv` over ``workloads`` (in the calling process).
 
-    Tile-hop envs use the common layout. ``measurer`` (tvm backend) is shared by the layers; without
-    one, the env starts its own (and stops it when closed). ``monitor`` wraps the env in SB3's ``Monitor``
-    (episode returns and lengths for the training log).
+    Tile-hop envs use the common layout. By backend:
+
+    * ``replay``: each env built opens ``db`` and its layer envs replay it (the env closes it);
+    * ``tvm``: the layer envs measure through ``context`` (it stays open), or through a context of
+      their own over ``db`` (:meth:`TuningContext.local`: with ``measurer`` if given, else a measurer
+      started on first use), which the env closes;
+    * ``landscape``: each layer's landscape, ``landscape`` naming its CPU folder (default: this
+      machine's); no database, nothing measured.
+
+    ``monitor`` wraps the env in SB3's ``Monitor`` (episode returns and lengths for the training log).
     """
     workloads = list(workloads)
+    choice("backend", backend, BACKENDS)
+    if backend == "replay" and db is None:
+        raise InvalidArgumentError("the replay backend trains on a dataset: give db=")
+    if backend == "tvm" and db is None and context is None:
+        raise InvalidArgumentError("the tvm backend stores its measurements: give db= or context=")
+    if context is not None and backend != "tvm":
+        raise InvalidArgumentError(f"context= is for the tvm backend (it measures); backend={backend!r} does not")
 
     def build() -> gym.Env:
-        database = Database(db)
-        owned: list[Any] = [database]
-        shared = measurer
-        if backend == "tvm" and shared is None:
-            from tensorgym.measure import Measurer
-
-            shared = Measurer()
-            owned.insert(0, shared)
         options: dict[str, Any] = {"observation": "common"} if space == "tiles" else {}
-        envs = [make_env(wl, space=space, db=database, backend=backend, max_steps=max_steps,
-                         measurer=shared, **options) for wl in workloads]
+        owned: list[Any] = []
+        if backend == "replay":
+            database = Database(db)
+            owned.append(database)
+            options["db"] = database
+        elif backend == "tvm":
+            shared = context if context is not None else TuningContext.local(None, db, measurer=measurer)
+            if context is None:
+                owned.append(shared)
+            options["context"] = shared
+        elif landscape is not None:
+            options["landscape"] = landscape
+        try:
+            envs = [make_env(wl, space=space, backend=backend, max_steps=max_steps, **options) for wl in workloads]
+        except BaseException:
+            for resource in owned:
+                resource.close()
+            raise
         env: gym.Env = LayerSampledEnv(envs, owned=owned)
         if monitor:
             from stable_baselines3.common.monitor import Monitor

@@ -7,8 +7,11 @@ The recipe, in SB3's own terms:
    the common layout so that every layer has the same spaces), each in a
    ``Monitor``, in a ``DummyVecEnv`` (default) or ``SubprocVecEnv``. The
    ``replay`` backend answers from the database (no compiling; thousands of
-   steps per second); ``tvm`` measures every new config (one process, one
-   measurer: timings must not overlap, so ``SubprocVecEnv`` is refused there).
+   steps per second); ``landscape`` from each layer's landscape (every config of
+   a benchmark space, measured once and shipped: no database, no compiling,
+   recorded noise); ``tvm`` measures every new config (one process, one
+   :class:`~tensorgym.context.TuningContext` and its measurer: timings must not
+   overlap, so ``SubprocVecEnv`` is refused there).
 2. **Model.** ``PPO``, ``MaskablePPO`` (sb3-contrib; it reads the envs'
    ``action_masks()``) or ``DQN``, ``"MlpPolicy"``, with :data:`ALGO_DEFAULTS`
    (short rollouts, a replay buffer that fits in memory) and any overrides.
@@ -20,7 +23,8 @@ The recipe, in SB3's own terms:
 4. **Held-out evaluation.** After training, the best policy tunes every
    held-out layer as the ``rl`` agent within a measurement budget, and
    ``out/evaluation.json`` records what it found (with the replay backend,
-   next to the best config the database holds for that layer).
+   next to the best config the database holds for that layer; with the
+   landscape backend, next to the landscape's true optimum).
 
 The policy files carry tensorgym's :class:`~tensorgym.agents.rl.policy.PolicyInfo`, so
 ``tensorgym tune ENV --agent rl --policy out/best.zip`` knows what it loads.
@@ -36,9 +40,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tensorgym.checks import choice
+from tensorgym.context import TuningContext
 from tensorgym.database import Database
+from tensorgym.envs.base import BACKENDS
+from tensorgym.envs.landscape_env import LandscapeHopEnv
 from tensorgym.envs.registration import make_env, workload_of
 from tensorgym.errors import InvalidArgumentError
+from tensorgym.measure.measurer import Measurer
 from tensorgym.workloads import Workload
 
 from ..threads import torch_threads
@@ -73,24 +82,37 @@ def dataset_layers(database: Database, target=None) -> list[Workload]:
             if s.replay_starts and s.workload in workloads]
 
 
-def make_training_env(envs: Sequence[str | Workload], *, db: str | Path, backend: str = "replay",
+def make_training_env(envs: Sequence[str | Workload], *, db: str | Path | None = None, backend: str = "replay",
                       space: str = "tiles", n_envs: int = 4, vec: str = "dummy", max_steps: int = 32,
-                      seed: int = 0, measurer=None):
-    """A seeded SB3 ``VecEnv`` of ``n_envs`` layer-sampled envs over ``envs`` (ids or workloads)."""
+                      seed: int = 0, context: TuningContext | None = None, measurer: Measurer | None = None,
+                      landscape: str | None = None):
+    """A seeded SB3 ``VecEnv`` of ``n_envs`` layer-sampled envs over ``envs`` (ids or workloads); the backends'
+    arguments are :func:`~tensorgym.agents.rl.layers.layer_env_factory`'s."""
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     if vec not in VEC_ENVS:
         raise InvalidArgumentError(f"vec must be one of {VEC_ENVS}, got {vec!r}")
     if backend == "tvm" and vec == "subproc":
         raise InvalidArgumentError("the tvm backend measures kernels: several processes would time them at once; "
-                                   "use vec='dummy' (one process, one measurer) or the replay backend")
+                                   "use vec='dummy' (one process, one measurer) or the replay or landscape backend")
     if not isinstance(n_envs, int) or n_envs < 1:
         raise InvalidArgumentError(f"n_envs must be a positive integer, got {n_envs!r}")
     factory = layer_env_factory(_workloads(envs), db=db, space=space, backend=backend, max_steps=max_steps,
-                                measurer=measurer)
+                                context=context, measurer=measurer, landscape=landscape)
     venv = (SubprocVecEnv if vec == "subproc" else DummyVecEnv)([factory] * n_envs)
     venv.seed(seed)
     return venv
+
+
+def check_landscapes(layers: Sequence[Workload], space: str = "tiles", landscape: str | None = None) -> None:
+    """Refuse, before anything is trained, layers without a landscape (``landscape``: a CPU folder, default this
+    machine's) or a space that has none: one line naming the first."""
+    if space != "tiles":
+        raise InvalidArgumentError(f"the landscape backend walks tiles landscapes; --space {space} has none yet")
+    from tensorgym.envs.landscape_env import env_landscape
+
+    for wl in layers:
+        env_landscape(wl, landscape)
 
 
 def make_model(algo: str, env, *, seed: int = 0, verbose: int = 0, **options: Any):
@@ -147,19 +169,21 @@ def _callbacks(algo: str, out: Path, eval_env, *, eval_freq: int, eval_episodes:
     return CallbackList(callbacks)
 
 
-def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path, out: str | Path, backend: str = "replay",
-          space: str = "tiles", timesteps: int = 200_000, n_envs: int = 4, vec: str = "dummy", max_steps: int = 32,
-          seed: int = 0, eval_envs: Sequence[str | Workload] = (), eval_budget: int = 64,
-          eval_backend: str | None = None, eval_freq: int | None = None, eval_episodes: int = 16,
-          checkpoint_freq: int | None = None, progress: bool = True, threads: int = 1,
-          algo_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path | None = None, out: str | Path,
+          backend: str = "replay", space: str = "tiles", timesteps: int = 200_000, n_envs: int = 4,
+          vec: str = "dummy", max_steps: int = 32, seed: int = 0, eval_envs: Sequence[str | Workload] = (),
+          eval_budget: int = 64, eval_backend: str | None = None, eval_freq: int | None = None,
+          eval_episodes: int = 16, checkpoint_freq: int | None = None, progress: bool = True, threads: int = 1,
+          landscape: str | None = None, algo_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Train ``algo`` on the layers ``envs`` (see the module docs); returns the report also written to
     ``out/training.json``. Files in ``out``: ``final.zip``, ``best.zip``, ``checkpoints/``, ``progress.csv``,
     ``eval/``, ``evaluation.json``.
 
-    ``eval_freq`` / ``checkpoint_freq`` count timesteps (default: a tenth of the run each with the
-    replay backend; none with tvm, where evaluating measures kernels); ``eval_backend`` defaults to
-    ``backend``; ``threads`` is torch's CPU threads (:func:`~tensorgym.agents.threads.torch_threads`).
+    ``db`` is the dataset of the replay backend and where the tvm backend stores its measurements (the
+    landscape backend needs none); ``landscape`` names the CPU folder of the landscapes (default: this
+    machine's). ``eval_freq`` / ``checkpoint_freq`` count timesteps (default: a tenth of the run each with the
+    replay and landscape backends; none with tvm, where evaluating measures kernels); ``eval_backend``
+    defaults to ``backend``; ``threads`` is torch's CPU threads (:func:`~tensorgym.agents.threads.torch_threads`).
     """
     from stable_baselines3.common.logger import configure
 
@@ -167,34 +191,40 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path, out: str
         raise InvalidArgumentError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
     if not isinstance(timesteps, int) or timesteps < 1:
         raise InvalidArgumentError(f"timesteps must be a positive integer, got {timesteps!r}")
-    if backend not in ("replay", "tvm"):
-        raise InvalidArgumentError(f"backend must be 'replay' or 'tvm', got {backend!r}")
+    eval_backend = eval_backend or backend
+    for name, value in (("backend", backend), ("eval_backend", eval_backend)):
+        choice(name, value, BACKENDS)
     workloads = _workloads(envs)
     held_out = _workloads(eval_envs)
     if not workloads:
         raise InvalidArgumentError("give at least one training layer")
-    if not Path(db).exists() and backend == "replay":
+    if db is None and {backend, eval_backend} & {"replay", "tvm"}:
+        raise InvalidArgumentError("the replay and tvm backends need a database: give db=")
+    if "replay" in (backend, eval_backend) and not Path(db).exists():
         raise InvalidArgumentError(f"{db} does not exist: the replay backend trains on a dataset "
                                    f"(`tensorgym dataset build --db {db}`)")
-    default_freq = max(1, timesteps // 10) if backend == "replay" else 0
+    if backend == "landscape":
+        check_landscapes(workloads, space, landscape)
+    if eval_backend == "landscape":
+        check_landscapes(held_out, space, landscape)
+    default_freq = max(1, timesteps // 10) if backend != "tvm" else 0
     eval_freq = default_freq if eval_freq is None else eval_freq
     checkpoint_freq = default_freq if checkpoint_freq is None else checkpoint_freq
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
-    measurer = None
-    if backend == "tvm":
-        from tensorgym.measure import Measurer
-
-        measurer = Measurer()
+    # One context measures whatever is measured, training and held-out evaluation alike (one measurer).
+    context = TuningContext.local(None, db) if "tvm" in (backend, eval_backend) else None
     venv = eval_venv = None
     t0 = time.monotonic()
     try:
+        train_context = context if backend == "tvm" else None
         venv = make_training_env(workloads, db=db, backend=backend, space=space, n_envs=n_envs, vec=vec,
-                                 max_steps=max_steps, seed=seed, measurer=measurer)
+                                 max_steps=max_steps, seed=seed, context=train_context, landscape=landscape)
         if eval_freq > 0:
             eval_venv = make_training_env(workloads, db=db, backend=backend, space=space, n_envs=1,
-                                          max_steps=max_steps, seed=seed + 1, measurer=measurer)
+                                          max_steps=max_steps, seed=seed + 1, context=train_context,
+                                          landscape=landscape)
         model = make_model(algo, venv, seed=seed, **dict(algo_options or {}))
         formats = ["csv", "log"]
         try:
@@ -216,15 +246,16 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path, out: str
         model.save(out / "final.zip")
         if not (out / "best.zip").exists():
             shutil.copyfile(out / "final.zip", out / "best.zip")
+        train_seconds = time.monotonic() - t0
+        evaluation = evaluate_held_out(out / "best.zip", held_out, db=db, backend=eval_backend, budget=eval_budget,
+                                       seed=seed, context=context if eval_backend == "tvm" else None,
+                                       landscape=landscape, progress=progress)
     finally:
         for env in (venv, eval_venv):
             if env is not None:
                 env.close()
-    train_seconds = time.monotonic() - t0
-    evaluation = evaluate_held_out(out / "best.zip", held_out, db=db, backend=eval_backend or backend,
-                                   budget=eval_budget, seed=seed, measurer=measurer, progress=progress)
-    if measurer is not None:
-        measurer.close()
+        if context is not None:
+            context.close()
     (out / "evaluation.json").write_text(json.dumps(evaluation, indent=1))
     report = {"policy": str(out / "best.zip"), "final": str(out / "final.zip"), "info": info.to_json(),
               "train_seconds": train_seconds, "evaluation": evaluation}
@@ -232,25 +263,46 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path, out: str
     return report
 
 
-def evaluate_held_out(policy: str | Path, layers: Sequence[Workload], *, db: str | Path, backend: str,
-                      budget: int, seed: int = 0, measurer=None, progress: bool = False) -> list[dict[str, Any]]:
+def evaluate_held_out(policy: str | Path, layers: Sequence[Workload], *, db: str | Path | None = None,
+                      backend: str, budget: int, seed: int = 0, context: TuningContext | None = None,
+                      measurer: Measurer | None = None, landscape: str | None = None,
+                      progress: bool = False) -> list[dict[str, Any]]:
     """Tune each held-out layer with the policy as the ``rl`` agent; one dict per layer.
 
-    With the replay backend, ``dataset_best_gflops`` is the best correct record the database holds
-    for the layer (what the policy could at most find there).
+    By backend: ``tvm`` measures through ``context`` (it stays open), or a context of its own over ``db``
+    (with ``measurer`` if given); ``replay`` answers from ``db``, and ``dataset_best_gflops`` is the best
+    correct record it holds for the layer (what the policy could at most find there); ``landscape`` answers
+    from the layer's landscape (``landscape``: its CPU folder, default this machine's), its draws seeded
+    with ``seed``, and ``optimum_gflops`` is the landscape's true optimum, ``fraction_of_optimum`` the
+    share of it found.
     """
     from tensorgym.tuner import ProgressBarCallback
 
     from .agent import RLAgent
 
+    choice("backend", backend, BACKENDS)
     agent = RLAgent(str(policy))
     out = []
-    database = Database(db)
+    owned: list[Any] = []
+    options: dict[str, Any] = {}
+    database = None
+    if backend == "tvm":
+        if context is None:
+            context = TuningContext.local(None, db, measurer=measurer)
+            owned.append(context)
+        options["context"] = context
+    elif backend == "replay":
+        database = Database(db)
+        owned.append(database)
+        options["db"] = database
+    elif landscape is not None:
+        options["landscape"] = landscape
     try:
         for wl in layers:
-            env = make_env(wl, space=agent.env_space, db=database, backend=backend,
-                           measurer=measurer if backend == "tvm" else None)
+            env = make_env(wl, space=agent.env_space, backend=backend, **options)
             entry: dict[str, Any] = {"layer": wl.label, "workload": wl.key, "backend": backend, "budget": budget}
+            if isinstance(env, LandscapeHopEnv):
+                env.reseed(seed)  # the landscape's draws of this evaluation
             try:
                 result = agent.tune(env, budget=budget, seed=seed, callback=ProgressBarCallback() if progress else None)
                 entry.update(best_gflops=result.best_gflops, trials=len(result.trials), measured=result.measured,
@@ -260,10 +312,17 @@ def evaluate_held_out(policy: str | Path, layers: Sequence[Workload], *, db: str
                 entry["error"] = str(exc)
             finally:
                 env.close()
-            if backend == "replay":
+            if database is not None:
                 best = database.best(wl.key, env.target.fingerprint, agent.env_space)
                 entry["dataset_best_gflops"] = best[0].gflops if best else None
+            if isinstance(env, LandscapeHopEnv):
+                optimum = env.landscape.optimum
+                entry["landscape"] = env.landscape.cpu_folder
+                entry["optimum_gflops"] = optimum.gflops if optimum is not None else None
+                if optimum is not None and entry.get("best_gflops") is not None:
+                    entry["fraction_of_optimum"] = entry["best_gflops"] / optimum.gflops
             out.append(entry)
     finally:
-        database.close()
+        for resource in owned:
+            resource.close()
     return out

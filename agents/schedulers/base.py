@@ -1,4 +1,4 @@
-"""The task-scheduler interface: ``scheduler.tune(network_env, budget=..., seed=...) -> NetworkResult``.
+"""The task-scheduler interface: ``scheduler.tune(network_env, budget=..., seed=...) -> TuningResult``.
 
 A task scheduler shares one measurement budget among the tasks of a network
 (and, in spaces with mapping candidates, among each task's candidates) to
@@ -6,7 +6,7 @@ minimise the estimated network latency ``f = sum_i weight_i * m_i``.
 :class:`TaskScheduler` owns the loop every scheduler shares (the template
 method, as :class:`~tensorgym.agents.SearchAgent` does for one workload):
 
-1. build the run's :class:`~tensorgym.network_tuning.NetworkTuner` from the
+1. build the run's :class:`~tensorgym.tuner.Tuner` from the
    network env (its tasks, spaces, database, measurer and inner search);
 2. warm up: one round for every live task, in order, split over all its live
    candidates (Ansor's round-robin warm-up, ``t = (1, ..., 1)``; GTA's
@@ -31,9 +31,7 @@ import numpy as np
 
 from tensorgym.agents.base import _seed
 from tensorgym.envs.network_env import unwrap_network_env
-from tensorgym.network_result import NetworkResult, RoundLog
-from tensorgym.network_tuning import NetworkCallback, NetworkTuner
-from tensorgym.tuner import check_budget
+from tensorgym.tuner import RoundLog, Tuner, TuningCallback, TuningResult, check_budget
 
 
 class TaskScheduler(ABC):
@@ -47,7 +45,7 @@ class TaskScheduler(ABC):
 
     def tune(self, env: gym.Env, budget: int | None = None, time_budget: float | None = None, seed: int = 0,
              measure_per_round: int | None = None,
-             callback: NetworkCallback | Sequence[NetworkCallback] | None = None) -> NetworkResult:
+             callback: TuningCallback | Sequence[TuningCallback] | None = None) -> TuningResult:
         """Tune the network of ``env`` (a network env, e.g. ``gym.make("Network-ResNet18-v0")``).
 
         ``budget`` counts trials over the whole network and ``time_budget`` seconds of tuning
@@ -65,7 +63,7 @@ class TaskScheduler(ABC):
             tuner.close()
         return tuner.result(self.name, **self.summary())
 
-    def schedule(self, tuner: NetworkTuner, rng: np.random.Generator) -> None:
+    def schedule(self, tuner: Tuner, rng: np.random.Generator) -> None:
         """Warm up, then give rounds until ``tuner.exhausted`` (the template; see the module docs)."""
         self.start(tuner, rng)
         for task in tuner.live_tasks:
@@ -80,22 +78,22 @@ class TaskScheduler(ABC):
             self.on_round(tuner, tuner.run_round(task, self.candidates(tuner, task, rng)))
 
     # -- what subclasses decide ---------------------------------------------------------------
-    def start(self, tuner: NetworkTuner, rng: np.random.Generator) -> None:  # noqa: B027 - optional hook
+    def start(self, tuner: Tuner, rng: np.random.Generator) -> None:  # noqa: B027 - optional hook
         """Set up the per-run state (called once, before the warm-up)."""
 
     @abstractmethod
-    def next_task(self, tuner: NetworkTuner, rng: np.random.Generator) -> int | None:
+    def next_task(self, tuner: Tuner, rng: np.random.Generator) -> int | None:
         """The live task that gets the next round (None: stop)."""
 
-    def warmup_candidates(self, tuner: NetworkTuner, task: int) -> list[int]:
+    def warmup_candidates(self, tuner: Tuner, task: int) -> list[int]:
         """The candidates of ``task``'s warm-up round: all its live ones."""
         return tuner.tasks[task].live_candidates
 
-    def candidates(self, tuner: NetworkTuner, task: int, rng: np.random.Generator) -> list[int]:
+    def candidates(self, tuner: Tuner, task: int, rng: np.random.Generator) -> list[int]:
         """The candidates that share ``task``'s round: by default all its live ones, evenly."""
         return tuner.tasks[task].live_candidates
 
-    def on_round(self, tuner: NetworkTuner, entry: RoundLog) -> None:  # noqa: B027 - optional hook
+    def on_round(self, tuner: Tuner, entry: RoundLog) -> None:  # noqa: B027 - optional hook
         """A round has ended (warm-up rounds included)."""
 
     def summary(self) -> dict[str, Any]:

@@ -48,8 +48,7 @@ import numpy as np
 
 from tensorgym.candidate_sampling import SELECTIONS, probability_sample
 from tensorgym.errors import InvalidArgumentError
-from tensorgym.network_result import RoundLog
-from tensorgym.network_tuning import NetworkTuner
+from tensorgym.tuner import RoundLog, Tuner
 
 from .gradient import GradientScheduler
 
@@ -79,7 +78,7 @@ class DualTaskScheduler(GradientScheduler):
         self.beta = float(beta)
         self.selection = selection
 
-    def start(self, tuner: NetworkTuner, rng: np.random.Generator) -> None:
+    def start(self, tuner: Tuner, rng: np.random.Generator) -> None:
         super().start(tuner, rng)
         self._kept: dict[int, list[int]] = {}  # task -> the candidates of its next round
         self._rng = rng
@@ -88,19 +87,19 @@ class DualTaskScheduler(GradientScheduler):
         """The candidates ``probability_sample`` kept for ``task``'s next round (None before its warm-up)."""
         return self._kept.get(task)
 
-    def candidates(self, tuner: NetworkTuner, task: int, rng: np.random.Generator) -> list[int]:
+    def candidates(self, tuner: Tuner, task: int, rng: np.random.Generator) -> list[int]:
         live = set(tuner.tasks[task].live_candidates)
         kept = [k for k in self._kept.get(task, []) if k in live]
         if not kept:  # the kept ones died: draw again among the live ones
             kept = self._sample(tuner, task, boosted=set())
         return kept
 
-    def on_round(self, tuner: NetworkTuner, entry: RoundLog) -> None:
+    def on_round(self, tuner: Tuner, entry: RoundLog) -> None:
         super().on_round(tuner, entry)
         live = tuner.tasks[entry.task].live_candidates
         self._kept[entry.task] = self._sample(tuner, entry.task, boosted=set(live) - set(entry.candidates))
 
-    def _sample(self, tuner: NetworkTuner, task: int, boosted: set[int]) -> list[int]:
+    def _sample(self, tuner: Tuner, task: int, boosted: set[int]) -> list[int]:
         state = tuner.tasks[task]
         latencies = {k: state.candidates[k].latency_s for k in state.live_candidates}
         return probability_sample(latencies, boosted, kappa=self.kappa, beta=self.beta, selection=self.selection,

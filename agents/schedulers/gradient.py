@@ -10,7 +10,7 @@ tuning time, i.e. the task with the most negative estimated gradient::
     forward_i  = min( m_i - m_i / t_i ,  theta * C_i / max_{j in N(i)} V_j ) - m_i
 
 with ``t_i`` the rounds task ``i`` has had, ``m_i`` its best latency after
-each round (:data:`~tensorgym.network_tuning.FAILED_LATENCY_S` without a
+each round (:data:`~tensorgym.tuner.FAILED_LATENCY_S` without a
 correct kernel), ``w_i`` its weight (``dF/dm_i`` of the weighted sum), ``C_i``
 its FLOPs and ``V_j = C_j / m_j`` the throughput of task ``j``. The first
 forward term assumes that the latency keeps falling like ``1/t``; the second
@@ -41,8 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorgym.network_result import RoundLog
-from tensorgym.network_tuning import NetworkTuner, TaskState
+from tensorgym.tuner import RoundLog, TaskState, Tuner
 from tensorgym.errors import InvalidArgumentError
 
 from .base import TaskScheduler
@@ -101,7 +100,7 @@ class GradientScheduler(TaskScheduler):
         bucket = int(math.log(workload.flops + 1, self.similarity_log_base))
         return f"{workload.op}_{workload.dtype}_{bucket}"
 
-    def start(self, tuner: NetworkTuner, rng: np.random.Generator) -> None:
+    def start(self, tuner: Tuner, rng: np.random.Generator) -> None:
         self._groups: dict[int, list[int]] = {}  # task -> the members of its group (itself included)
         by_tag: dict[str, list[int]] = {}
         for i in tuner.live_tasks:
@@ -114,7 +113,7 @@ class GradientScheduler(TaskScheduler):
         """The tasks similar to ``task`` (itself included), as the scheduler currently groups them."""
         return self._groups.get(task, [task])
 
-    def best_similar_throughput(self, tuner: NetworkTuner, task: int) -> float | None:
+    def best_similar_throughput(self, tuner: Tuner, task: int) -> float | None:
         """``max_{j in N(i)} C_j / m_j`` over the group of ``task``, None if it has no similar task."""
         members = self.similar(task)
         if len(members) <= 1:
@@ -122,7 +121,7 @@ class GradientScheduler(TaskScheduler):
         return max(tuner.tasks[j].flops / tuner.tasks[j].cost_s for j in members)
 
     # -- the choice --------------------------------------------------------------------------------
-    def gradients(self, tuner: NetworkTuner) -> dict[int, float]:
+    def gradients(self, tuner: Tuner) -> dict[int, float]:
         """The estimated ``dF/dt_i`` of every live task (<= 0)."""
         out = {}
         for i in tuner.live_tasks:
@@ -132,14 +131,14 @@ class GradientScheduler(TaskScheduler):
                                     window=self.window)
         return out
 
-    def next_task(self, tuner: NetworkTuner, rng: np.random.Generator) -> int | None:
+    def next_task(self, tuner: Tuner, rng: np.random.Generator) -> int | None:
         grads = self.gradients(tuner)
         return pick(grads, rng, largest=False)
 
-    def on_round(self, tuner: NetworkTuner, entry: RoundLog) -> None:
+    def on_round(self, tuner: Tuner, entry: RoundLog) -> None:
         self._adjust_group(tuner, entry.task)
 
-    def _adjust_group(self, tuner: NetworkTuner, task: int) -> None:
+    def _adjust_group(self, tuner: Tuner, task: int) -> None:
         """Ansor's ``_adjust_similarity_group``: a task tuned much longer than its group that stays far slower
         than the group's best is not similar after all; it leaves the group."""
         members = self._groups.get(task)

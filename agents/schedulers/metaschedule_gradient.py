@@ -7,7 +7,7 @@ task with the largest::
     g_i = w_i * ( alpha * (m_i[n - 1 - w] - m_i[n - 1]) / w  +  (1 - alpha) * m_i[n - 1] / n )
 
 where ``m_i[k]`` is task ``i``'s best latency after its ``k``-th round
-(:data:`~tensorgym.network_tuning.FAILED_LATENCY_S` without a correct
+(:data:`~tensorgym.tuner.FAILED_LATENCY_S` without a correct
 kernel), ``n`` its number of rounds and the first term 0 until ``n >= 1 + w``.
 There is no similar-task term. Ties go to the lowest index; when all are
 equal, a uniformly random live task. Constants: MetaSchedule's defaults,
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tensorgym.errors import InvalidArgumentError
-from tensorgym.network_tuning import NetworkTuner
+from tensorgym.tuner import Tuner
 
 from .base import TaskScheduler
 from .gradient import pick
@@ -57,12 +57,12 @@ class MetaScheduleGradientScheduler(TaskScheduler):
         self.alpha = float(alpha)
         self.window = int(window)
 
-    def gradients(self, tuner: NetworkTuner) -> dict[int, float]:
+    def gradients(self, tuner: Tuner) -> dict[int, float]:
         """MetaSchedule's gradient of every live task."""
         return {i: metaschedule_gradient(tuner.tasks[i].weight, tuner.tasks[i].history, alpha=self.alpha,
                                          window=self.window) for i in tuner.live_tasks}
 
-    def next_task(self, tuner: NetworkTuner, rng: np.random.Generator) -> int | None:
+    def next_task(self, tuner: Tuner, rng: np.random.Generator) -> int | None:
         return pick(self.gradients(tuner), rng, largest=True)
 
     def summary(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorgym.network_tuning import NetworkTuner
+from tensorgym.tuner import Tuner
 
 from .base import TaskScheduler
 
@@ -19,10 +19,10 @@ class RoundRobinScheduler(TaskScheduler):
 
     name = "round-robin"
 
-    def start(self, tuner: NetworkTuner, rng: np.random.Generator) -> None:
+    def start(self, tuner: Tuner, rng: np.random.Generator) -> None:
         self._last = -1
 
-    def next_task(self, tuner: NetworkTuner, rng: np.random.Generator) -> int | None:
+    def next_task(self, tuner: Tuner, rng: np.random.Generator) -> int | None:
         live = tuner.live_tasks
         if not live:
             return None

@@ -72,7 +72,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -93,7 +92,7 @@ from tensorgym.tuner import Trial, TuningCallback, TuningResult, as_callback, ch
 from tensorgym.workloads import Workload
 
 from .design import Signature, signature_from_json
-from .job_runner import RESULT_FILE, JobOptions, ProgressFile, finished_run, run_job, save_finished_run
+from .job_runner import JobOptions, ProgressFile, reused_or_restarted, run_job, save_finished_run
 from .space import MetaScheduleSpace
 
 log = logging.getLogger(__name__)
@@ -177,17 +176,16 @@ class MetaScheduleAgent(Agent, JobOptions):
         ``on_trial`` sees MetaSchedule's trials while it runs (with its own timings; no configs).
         """
         work_dir = Path(work_dir)
-        data = finished_run(work_dir, self.reuse)
-        if data is not None:
-            try:
-                run = self._run_from_json(data, work_dir)
-                for trial in self._timeline(run, workload) if on_trial is not None else ():
-                    on_trial(trial)
-                return run
-            except (KeyError, TypeError):
-                log.warning("ignoring the unreadable %s", work_dir / RESULT_FILE)
-        shutil.rmtree(work_dir, ignore_errors=True)  # an interrupted run cannot be resumed: start again
-        work_dir.mkdir(parents=True)
+
+        def replay(data: dict[str, Any]) -> MetaScheduleRun:
+            run = self._run_from_json(data, work_dir)
+            for trial in self._timeline(run, workload) if on_trial is not None else ():
+                on_trial(trial)
+            return run
+
+        reused = reused_or_restarted(work_dir, self.reuse, replay)
+        if reused is not None:
+            return reused
         trials = budget if budget is not None else 100_000  # time budget only: MetaSchedule stops on the clock
         if self.timeout is not None:
             timeout = self.timeout

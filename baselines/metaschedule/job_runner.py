@@ -14,10 +14,12 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tensorgym.measure.worker import Worker
 from tensorgym.target import Target
+
+_Run = TypeVar("_Run")  # what a reused run is read back as
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +108,21 @@ def finished_run(work_dir: Path, reuse: bool) -> dict[str, Any] | None:
         return None
     log.info("reusing the finished MetaSchedule run in %s", work_dir)
     return data
+
+
+def reused_or_restarted(work_dir: Path, reuse: bool, replay: Callable[[dict[str, Any]], _Run]) -> _Run | None:
+    """``replay(data)`` of the finished run in ``work_dir`` (its result, its trials shown to the callbacks) when it
+    is reused and readable; otherwise None, and ``work_dir`` is emptied for a new run (an interrupted run cannot
+    be resumed: it starts again)."""
+    data = finished_run(work_dir, reuse)
+    if data is not None:
+        try:
+            return replay(data)
+        except (KeyError, TypeError):
+            log.warning("ignoring the unreadable %s", work_dir / RESULT_FILE)
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    return None
 
 
 def run_job(name: str, label: str, work_dir: Path, target: Target, entry_point: str, args: Sequence[Any],

@@ -10,14 +10,14 @@ schedulers and the same round size (``num_trials_per_iter`` =
 runs in its own worker process (:mod:`.network_job`), like the single-layer
 peer (:mod:`.agent`), never in the process that holds the env.
 
-**Results.** The :class:`~tensorgym.network_result.NetworkResult`'s timeline
+**Results.** The :class:`~tensorgym.tuner.TuningResult`'s timeline
 is MetaSchedule's own: its measurements in the order their results were
 known, its latencies (the mean of its ``run_secs``), its elapsed wall time,
 and the network estimate ``sum_i w_i m_i`` they give. Each layer's best
 ``top_k`` schedules are then re-timed by tensorgym's measurer (checked
 against NumPy, timed with tensorgym's protocol, stored in the env's database
 as records of the ``metaschedule`` space); the tasks' best latencies, and so
-the final ``estimate_s``, are the re-timed ones. ``extra`` keeps
+the final ``best_latency_s`` (and ``best_gflops``), are the re-timed ones. ``extra`` keeps
 MetaSchedule's own final estimate.
 
 **Resume.** As the single-layer peer: a finished run leaves ``result.json``
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,13 +39,12 @@ import gymnasium as gym
 from tensorgym.config import Config
 from tensorgym.envs.network_env import unwrap_network_env
 from tensorgym.evaluator import Evaluator
-from tensorgym.network_result import NetworkResult, NetworkTrial, TaskResult
-from tensorgym.network_tuning import NetworkCallback, as_network_callback, default_measure_per_round
 from tensorgym.text import slug
-from tensorgym.tuner import check_budget
+from tensorgym.tuner import (TaskResult, Trial, TuningCallback, TuningResult, as_callback, check_budget,
+                             default_measure_per_round, network_key)
 
 from .design import signature_from_json
-from .job_runner import RESULT_FILE, JobOptions, ProgressFile, finished_run, run_job, save_finished_run
+from .job_runner import JobOptions, ProgressFile, reused_or_restarted, run_job, save_finished_run
 from .space import MetaScheduleSpace
 
 log = logging.getLogger(__name__)
@@ -67,7 +65,7 @@ class MetaScheduleNetworkTuner(JobOptions):
 
     def tune(self, env: gym.Env, budget: int | None = None, time_budget: float | None = None, seed: int = 0,
              measure_per_round: int | None = None,
-             callback: NetworkCallback | Sequence[NetworkCallback] | None = None) -> NetworkResult:
+             callback: TuningCallback | Sequence[TuningCallback] | None = None) -> TuningResult:
         """Run MetaSchedule over ``env``'s network, then re-time each layer's best schedules into its database."""
         check_budget(budget, time_budget)
         base = unwrap_network_env(env)
@@ -76,7 +74,7 @@ class MetaScheduleNetworkTuner(JobOptions):
         network = base.network
         live = list(network.live_tasks)
         per_round = measure_per_round or default_measure_per_round(budget, len(live))
-        callback = as_network_callback(callback)
+        callback = as_callback(callback)
         callback.on_start(f"{self.name} {network.name}", budget)
         started = time.monotonic()
         key = hashlib.sha256("|".join([base.target.fingerprint] + [f"{network.tasks[i].workload.key}*"
@@ -93,18 +91,17 @@ class MetaScheduleNetworkTuner(JobOptions):
             callback.on_end()
 
     def _run(self, base, live: list[int], work_dir: Path, budget: int | None, time_budget: float | None, seed: int,
-             per_round: int, callback: NetworkCallback) -> dict[str, Any]:
+             per_round: int, callback: TuningCallback) -> dict[str, Any]:
         network = base.network
-        data = finished_run(work_dir, self.reuse)
-        if data is not None:
-            try:
-                for trial in self._timeline(network, live, data["trials"]):
-                    callback.on_trial(trial)
-                return data
-            except (KeyError, TypeError):
-                log.warning("ignoring the unreadable %s", work_dir / RESULT_FILE)
-        shutil.rmtree(work_dir, ignore_errors=True)  # an interrupted run cannot be resumed: start again
-        work_dir.mkdir(parents=True)
+
+        def replay(data: dict[str, Any]) -> dict[str, Any]:
+            for trial in self._timeline(network, live, data["trials"]):
+                callback.on_trial(trial)
+            return data
+
+        reused = reused_or_restarted(work_dir, self.reuse, replay)
+        if reused is not None:
+            return reused
         trials = budget if budget is not None else 1_000_000  # time budget only: MetaSchedule stops on the clock
         workloads = [network.tasks[i].workload for i in live]
         if self.timeout is not None:
@@ -124,13 +121,13 @@ class MetaScheduleNetworkTuner(JobOptions):
         return data
 
     @staticmethod
-    def _timeline(network, live: list[int], entries: Sequence[dict[str, Any]]) -> list[NetworkTrial]:
+    def _timeline(network, live: list[int], entries: Sequence[dict[str, Any]]) -> list[Trial]:
         """MetaSchedule's own trials as network trials, with the estimate its own latencies give."""
         timeline = _Timeline(network, live)
         return [timeline.add(entry) for entry in entries]
 
     def _result(self, base, live: list[int], data: dict[str, Any], seed: int, budget: int | None,
-                time_budget: float | None, per_round: int, wall_s: float) -> NetworkResult:
+                time_budget: float | None, per_round: int, wall_s: float) -> TuningResult:
         network = base.network
         timeline = self._timeline(network, live, data["trials"])
         tasks = []
@@ -163,26 +160,33 @@ class MetaScheduleNetworkTuner(JobOptions):
         extra = {"metaschedule_estimate_s": timeline[-1].estimate_s if timeline else None,
                  "metaschedule_tune_s": data["tune_s"], "retimed": retimed, "unmatched": data["unmatched"],
                  "mismatched": data["mismatched"], "tvm": data["tvm"]}
-        return NetworkResult(
-            scheduler=self.name, network=network.name, space="metaschedule", target=base.target.fingerprint,
-            seed=seed, budget=budget, time_budget=time_budget, measure_per_round=per_round, agent="metaschedule",
-            tasks=tasks, trials=timeline, rounds=[], measured=len(timeline), reused=0, wall_s=wall_s, extra=extra)
+        estimate = network.estimate([t.best_latency_s for t in tasks])
+        return TuningResult(
+            agent=self.name, workload=network.name, workload_key=network_key(network), space="metaschedule",
+            target=base.target.fingerprint, seed=seed, budget=budget, time_budget=time_budget, trials=timeline,
+            best_gflops=network.gflop / estimate if estimate else 0.0, best_latency_s=estimate,
+            measured=len(timeline), reused=0, wall_s=wall_s, extra=extra, tasks=tasks, rounds=[],
+            search="metaschedule", measure_per_round=per_round)
 
 
 class _Timeline:
-    """MetaSchedule's trials, one at a time, as network trials (task index, estimate so far)."""
+    """MetaSchedule's trials, one at a time, as trials of a network run (task index, estimate so far)."""
 
     def __init__(self, network, live: list[int]):
         self.network, self.live = network, live
         self.best: dict[int, float] = {}
         self.count = 0
 
-    def add(self, entry: dict[str, Any]) -> NetworkTrial:
+    def add(self, entry: dict[str, Any]) -> Trial:
         task = self.live[entry["task"]]
         latency = entry["latency_s"]
         if latency:
             self.best[task] = min(self.best.get(task, latency), latency)
         self.count += 1
         estimate = self.network.estimate([self.best.get(i) for i in range(len(self.network.tasks))])
-        return NetworkTrial(self.count, entry["elapsed_s"], task, 0, entry["status"], latency, estimate, True)
+        config = entry.get("config")
+        return Trial(self.count, entry["elapsed_s"], Config.from_json(config) if config is not None else None,
+                     entry["status"], self.network.tasks[task].workload.gflops(latency) if latency else None,
+                     self.network.gflop / estimate if estimate else 0.0, True, task=task, latency_s=latency,
+                     best_latency_s=estimate)
 

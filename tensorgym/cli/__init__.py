@@ -19,6 +19,9 @@
   tensorgym mapping ENV_ID [--dtype int8]       a layer's mapping candidates (intrinsic, fused loops, packing,
                                                 resources, kept or pruned and why) and their best measurements
   tensorgym dataset build|export|stats          a measurement dataset across many layers (seed 004), for pandas
+  tensorgym landscape measure|export|check ENV_ID --db PATH
+                                                measure every config of a layer's benchmark space (resumable),
+                                                export it as a shipped landscape (and T4), check it live
   tensorgym train --algo maskable-ppo --envs "Conv2d-ResNet-R*" --backend replay --db data.db --out DIR
                                                 a stable-baselines3 policy (then: tune --agent rl --policy DIR/best.zip)
   tensorgym oneshot train --db data.db --out model.pt
@@ -43,12 +46,12 @@ from collections.abc import Sequence
 from tensorgym.errors import TensorgymError
 
 from . import (
-    compare, compare_network, dataset, info, list_envs, mapping, microkernels, oneshot, rpc_server, show, train, tune,
-    tune_network,
+    compare, compare_network, dataset, info, landscape, list_envs, mapping, microkernels, oneshot, rpc_server, show,
+    train, tune, tune_network,
 )
 
 COMMANDS = (list_envs, info, tune, compare, tune_network, compare_network, show, microkernels, mapping, dataset,
-            train, oneshot, rpc_server)
+            landscape, train, oneshot, rpc_server)
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130

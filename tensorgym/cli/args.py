@@ -6,6 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
+from tensorgym.database import default_path
 from tensorgym.errors import InvalidArgumentError
 
 
@@ -62,6 +63,34 @@ def seed_list(text: str) -> int | tuple[int, ...]:
     if len(values) != 1 or values[0] < 1:
         raise argparse.ArgumentTypeError(f"--seeds is a count (3) or a list (0,1,2), got {text!r}")
     return values[0]
+
+
+def add_board_arguments(parser: argparse.ArgumentParser, out: str, trial_points: tuple[int, ...] | None,
+                        time_points: tuple[float, ...] | None) -> None:
+    """The arguments of a comparison's board (``compare``, ``compare-network``, the benchmarks that run them):
+    ``--seeds``, the output directory (default ``out``) and the points its table reads (None: 25, 50 and 100 % of
+    the budget, of the shortest run)."""
+    def shown(points: tuple[float, ...] | None, whole: str) -> str:
+        return ",".join(f"{p:g}" for p in points) if points is not None else f"25/50/100 %% of {whole}"
+
+    parser.add_argument("--seeds", type=seed_list, default=3, help="number of seeds, or a list like 0,1,2 (default: 3)")
+    parser.add_argument("--out", default=out, help=f"output directory: tables, results, plots; also what a re-run "
+                                                   f"resumes from (default: {out})")
+    parser.add_argument("--trial-points", type=int_list, default=trial_points,
+                        help=f"trial counts the table reads (default: {shown(trial_points, 'the budget')})")
+    parser.add_argument("--time-points", type=float_list, default=time_points,
+                        help=f"seconds of tuning clock the table reads "
+                             f"(default: {shown(time_points, 'the shortest run')})")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, db: str | None = None) -> None:
+    """What every command that tunes and times the vendors takes (``tune``, ``compare``, their network forms, the
+    benchmarks that run them): the database (default ``db``, or the default database), ``--no-vendor``, ``-q``."""
+    parser.add_argument("--db", default=db, help=f"SQLite database every run measures into; re-running resumes "
+                                                 f"(default: {db or f'$TENSORGYM_DB or {default_path()}'})")
+    parser.add_argument("--no-vendor", action="store_true",
+                        help="skip timing the vendor libraries (a network's: PyTorch on its layers)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
 def add_ray_argument(parser: argparse.ArgumentParser) -> None:

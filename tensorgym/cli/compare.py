@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS
-from tensorgym.baselines.compare import DEFAULT_AGENTS, busy_summary, compare
+from tensorgym.baselines.board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, Leaderboard
+from tensorgym.baselines.compare import (
+    BACKENDS, DEFAULT_AGENTS, LANDSCAPE_AGENTS, LANDSCAPE_TIME_POINTS, LANDSCAPE_TRIAL_POINTS, busy_summary, compare,
+)
 from tensorgym.baselines.render import caption, text_table
 from tensorgym.catalog import ENVS
 from tensorgym.database import database_path, default_path
 from tensorgym.workloads import SUPPORTED_DTYPES
 
-from .args import add_ray_argument, add_rpc_argument, finite_float, float_list, int_list, rpc_target, seed_list
+from .args import add_board_arguments, add_run_arguments, add_ray_argument, add_rpc_argument, finite_float, rpc_target
 from .shapes import parse_shape
 
 
@@ -35,28 +36,28 @@ def add_parser(subparsers) -> None:
     p.add_argument("--budget", type=int, default=128, help="measurements per run (default: 128)")
     p.add_argument("--time-budget", type=finite_float, default=None,
                    help="seconds of tuning clock per run (default: none)")
-    p.add_argument("--seeds", type=seed_list, default=3, help="number of seeds, or a list like 0,1,2 (default: 3)")
-    p.add_argument("--db", default=None, help=f"SQLite database all runs share (default: $TENSORGYM_DB or "
-                                              f"{default_path()})")
-    p.add_argument("--out", default="compare-results", help="output directory (default: compare-results)")
-    p.add_argument("--trial-points", type=int_list, default=DEFAULT_TRIAL_POINTS,
-                   help="measurement counts the table reads (default: 16,32,64,128)")
-    p.add_argument("--time-points", type=float_list, default=DEFAULT_TIME_POINTS,
-                   help="seconds of tuning clock the table reads (default: 60,120)")
+    add_board_arguments(p, "compare-results", DEFAULT_TRIAL_POINTS, DEFAULT_TIME_POINTS)
     p.add_argument("--space", default=None, choices=tuple(ENVS),
                    help="the space the search agents tune in (default: each agent's own; mapping for int8/bf16)")
     p.add_argument("--dtype", default="float32", choices=SUPPORTED_DTYPES,
                    help="data type of the workloads (default: float32)")
-    p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor libraries")
     p.add_argument("--remeasure", type=int, default=3,
                    help="rounds of re-timing every run's best config and the vendors at the end (default: 3)")
     p.add_argument("--native-blas", action="store_true",
                    help="clear OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the vendor processes (OpenBLAS picks its "
                         "kernel for this CPU)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
+    p.add_argument("--backend", default="tvm", choices=BACKENDS,
+                   help="tvm: compile and time every kernel (default); landscape: answer every run from the "
+                        "layer's shipped landscape (its whole benchmark space measured once on this CPU: nothing "
+                        "compiled, scored against the true optimum), several runs at a time")
+    p.add_argument("--landscape", default=None, metavar="CPU",
+                   help="use the landscapes of this CPU folder (another machine's, named explicitly)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="landscape runs at a time, each in its own process (default: one per core)")
     add_ray_argument(p)
     add_rpc_argument(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    add_run_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -71,36 +72,50 @@ def _agent_options(args: argparse.Namespace) -> dict[str, dict]:
     return options
 
 
+def _landscape_agents(args: argparse.Namespace) -> str:
+    """The agents of a landscape comparison: those asked for, or (for the default list, whose MetaSchedule peer
+    compiles its own kernels) the landscape leaderboard's."""
+    return ",".join(LANDSCAPE_AGENTS) if args.agents == ",".join(DEFAULT_AGENTS) else args.agents
+
+
 def run(args: argparse.Namespace) -> int:
     shape = parse_shape(args.shape) or None
     db = database_path(args.db) if args.db is not None else default_path()
     target = rpc_target(args.rpc)
-    board = compare(args.env_ids, args.agents, budget=args.budget, seeds=args.seeds, db=db,
-                    time_points=args.time_points, trial_points=args.trial_points, out_dir=args.out,
+    landscape = args.backend == "landscape"
+    board = compare(args.env_ids, _landscape_agents(args) if landscape else args.agents, budget=args.budget,
+                    seeds=args.seeds, db=db, out_dir=args.out,
+                    # argparse keeps the default object itself when an option is not given
+                    time_points=(LANDSCAPE_TIME_POINTS if landscape and args.time_points is DEFAULT_TIME_POINTS
+                                 else args.time_points),
+                    trial_points=(LANDSCAPE_TRIAL_POINTS if landscape and args.trial_points is DEFAULT_TRIAL_POINTS
+                                  else args.trial_points),
                     time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
                     progress=not args.quiet, remeasure=args.remeasure, shape=shape, native_blas=args.native_blas,
                     target=target, ray=args.ray, space=args.space, dtype=args.dtype,
-                    agent_options=_agent_options(args))
+                    agent_options=_agent_options(args), backend=args.backend, landscape=args.landscape, jobs=args.jobs)
+    if landscape:
+        print(f"landscapes: {', '.join(f.path for f in board.landscapes.values())}", file=sys.stderr)
+        return report(board, args.out)
     # Named once compare() has checked every option and opened the database (it offers no earlier hook):
-    # a refused command prints its error alone, as compare-network does.
+    # a refused command prints its error alone.
     print(f"database: {db}" + (f"; timing on {target.label}" if target is not None else "")
           + (f"; runs on the Ray cluster {args.ray}" if args.ray else ""), file=sys.stderr)
-    return report(text_table(board), caption(board), board.errors,
-                  lambda e: f"{e['agent']} on {e['env']} (seed {e['seed']})", f"{Path(args.out).resolve()} "
-                  f"(compare.html, compare.csv, compare.json, compare.md, results/, plots/)", busy_summary(board))
+    return report(board, args.out)
 
 
-def report(table: str, note: str, errors: list[dict], which: Callable[[dict], str], written: str,
-           warning: str = "") -> int:
-    """Print a board (of ``compare`` or ``compare-network``): its table and caption (``note``), a ``warning`` on
-    stderr, each failed run (``which`` run, the first line of its error) and where the files are (``written``).
-    Returns the exit status: 1 when a run failed."""
+def report(board: Leaderboard, out_dir: str) -> int:
+    """Print a board (of ``compare`` or ``compare-network``): its table and caption, a warning on stderr when the
+    machine was busy, each failed run (the first line of its error) and where the files are. Returns the exit
+    status: 1 when a run failed."""
     print()
-    print(table)
-    print(f"\n{note}")
+    print(text_table(board))
+    print(f"\n{caption(board)}")
+    warning = busy_summary(board)
     if warning:
         print(warning, file=sys.stderr)
-    for error in errors:
-        print(f"FAILED: {which(error)}: {error['error'].splitlines()[0]}")
-    print(f"written to {written}")
-    return 1 if errors else 0
+    for error in board.errors:
+        print(f"FAILED: {error['agent']} on {error['env']} (seed {error['seed']}): {error['error'].splitlines()[0]}")
+    print(f"written to {Path(out_dir).resolve()} (compare.html, compare.csv, compare.json, compare.md, results/, "
+          f"plots/)")
+    return 1 if board.errors else 0

@@ -14,10 +14,10 @@ from tensorgym.errors import InvalidArgumentError
 from tensorgym.record import BUSY_SHARE
 from tensorgym.target import RUNNABLE_PROFILES, resolve_target
 from tensorgym.text import format_table
-from tensorgym.tuner import ProgressBarCallback, check_budget
+from tensorgym.tuner import ProgressBarCallback, TuningResult, check_budget
 from tensorgym.workloads import SUPPORTED_DTYPES
 
-from .args import add_rpc_argument, finite_float, output_file, rpc_target
+from .args import add_rpc_argument, add_run_arguments, finite_float, output_file, rpc_target
 from .shapes import parse_shape
 
 
@@ -69,12 +69,15 @@ def add_parser(subparsers) -> None:
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
     p.add_argument("--time-budget", type=finite_float, default=None, help="seconds of tuning (default: none)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--db", default=None, help=f"SQLite database; resumes if it exists (default: $TENSORGYM_DB or "
-                                              f"{default_path()})")
     p.add_argument("--json", help="also write the tuning history to this JSON file")
-    p.add_argument("--no-vendor", action="store_true", help="skip timing the vendor library")
+    p.add_argument("--backend", default="tvm", choices=("tvm", "replay", "landscape"),
+                   help="tvm: compile and time (default); replay: only configs --db holds; landscape: the layer's "
+                        "shipped landscape of this CPU (tiles space; nothing compiled, the true optimum known)")
+    p.add_argument("--landscape", default=None, metavar="CPU",
+                   help="with --backend landscape: the landscape of this CPU folder (another machine's, named "
+                        "explicitly), or a landscape file")
+    add_run_arguments(p)
     add_rpc_argument(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
@@ -82,6 +85,39 @@ def agent_options(args: argparse.Namespace) -> dict:
     """The agent's constructor options given on the command line (only those given)."""
     given = {"features": args.features, "policy": args.policy, "model": args.model, "k": args.top_k}
     return {name: value for name, value in given.items() if value is not None}
+
+
+def trials_line(result: TuningResult, db) -> str:
+    """What a run (of ``tune`` or ``tune-network``) spent: its trials, measured now or answered from ``db``."""
+    return (f"{len(result.trials)} trials ({result.measured} measured now, {result.reused} from {db}), "
+            f"{result.wall_s:.1f} s")
+
+
+def _tune_on_landscape(args: argparse.Namespace, workload, agent, space: str) -> int:
+    """``tune --backend landscape``: the run answered from the layer's landscape; its best beside the true optimum."""
+    if space != "tiles" or args.packing or args.layout or args.rpc or args.target not in ("llvm", "native"):
+        raise InvalidArgumentError("landscapes are of the tiles space of a suite layer as registered, on this CPU: "
+                                   "drop --space, --packing, --layout, --rpc and --target")
+    env = make_env(workload, space="tiles", backend="landscape", landscape=args.landscape)
+    try:
+        env.unwrapped.reseed(args.seed)  # the latency draws follow the seed, as the search does
+        result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
+                            callback=None if args.quiet else ProgressBarCallback())
+        landscape = env.unwrapped.evaluator.landscape
+    finally:
+        env.close()
+    if args.json:
+        result.save(args.json)
+    optimum = float(landscape.scores.max())
+    print(f"\n{args.env_id}: {workload.label} on the landscape of {landscape.cpu_label} ({len(landscape)} configs, "
+          f"simulated: nothing compiled)")
+    print(f"agent {result.agent} (seed {result.seed}): {len(result.trials)} trials, "
+          f"{result.trials[-1].elapsed_s if result.trials else 0.0:.1f} s of simulated tuning clock")
+    print(f"best {result.best_gflops:.1f} {workload.throughput_unit}, {100 * result.best_gflops / optimum:.1f} % of "
+          f"the landscape's optimum ({optimum:.1f})")
+    if result.best_config is not None:
+        print(f"best config: {json.dumps(result.best_config.to_json())}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,14 +136,18 @@ def run(args: argparse.Namespace) -> int:
     integer("--seed", args.seed, minimum=0)
     if args.json is not None:
         output_file("--json", args.json)
+    if args.backend == "landscape":
+        return _tune_on_landscape(args, workload, agent, space)
+    if args.landscape is not None:
+        raise InvalidArgumentError("--landscape names the landscape of --backend landscape; give that backend too")
     remote = rpc_target(args.rpc)
     target = remote if remote is not None else target
     db = database_path(args.db) if args.db is not None else default_path()
-    env = make_env(workload, space=space, db=db, target=target,
+    env = make_env(workload, space=space, db=db, target=target, backend=args.backend,
                    **({"packing": args.packing} if args.packing else {}))  # opens the database
     # Named once it opened: a refused command prints its error alone.
-    print(f"database: {db}" + (f"; timing on {target.label}" if target.kind == "cuda" or remote is not None else ""),
-          file=sys.stderr)
+    print(f"database: {db}" + (f"; timing on {target.label}" if target.kind == "cuda" or remote is not None else "")
+          + ("; replaying its records (nothing compiled)" if args.backend == "replay" else ""), file=sys.stderr)
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())
@@ -119,8 +159,7 @@ def run(args: argparse.Namespace) -> int:
     unit = workload.throughput_unit
     amount = "GOP" if workload.dtype == "int8" else "GFLOP"
     print(f"\n{args.env_id}: {workload.label}, {workload.describe()}, {workload.gflop:.4g} {amount}")
-    print(f"agent {result.agent} (seed {result.seed}) in the {result.space} space: {len(result.trials)} trials "
-          f"({result.measured} measured now, {result.reused} from {db}), {result.wall_s:.1f} s")
+    print(f"agent {result.agent} (seed {result.seed}) in the {result.space} space: {trials_line(result, db)}")
     rows = []
     if result.best_config is not None:
         rows.append((f"tensorgym {result.agent} best", f"{result.best_gflops:.1f}",

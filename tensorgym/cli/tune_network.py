@@ -9,9 +9,11 @@ import sys
 from tensorgym.catalog import SCHEDULERS, make_scheduler
 from tensorgym.database import default_path
 from tensorgym.envs.network_env import NetworkEnv
-from tensorgym.network_tuning import NetworkProgressBar
 from tensorgym.networks import NETWORKS, resolve_network
-from tensorgym.tuner import check_budget
+from tensorgym.tuner import ProgressBarCallback, check_budget
+
+from .args import add_run_arguments
+from .tune import trials_line
 
 BUDGET_PER_TASK = 64  # default budget: 64 trials per live layer (one Ansor round each)
 
@@ -29,10 +31,7 @@ def add_network_arguments(p: argparse.ArgumentParser) -> None:
                    help="trials per round (default: Ansor's min(64, budget / layers))")
     p.add_argument("--agent", default=None, help="search inside each layer (default: ga in the tiles space, "
                                                  "random elsewhere)")
-    p.add_argument("--db", default=None, help=f"SQLite database; resumes if it exists (default: $TENSORGYM_DB or "
-                                              f"{default_path()})")
-    p.add_argument("--no-vendor", action="store_true", help="skip timing PyTorch on the layers")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_run_arguments(p)
 
 
 def add_parser(subparsers) -> None:
@@ -46,7 +45,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--kappa", type=float, default=None, help="dual-task: share of a layer's candidates kept (0.2)")
     p.add_argument("--beta", type=float, default=None, help="dual-task: boost of candidates dropped last round (0.2)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="also write the run (a NetworkResult) to this JSON file")
+    p.add_argument("--json", help="also write the run (a TuningResult) to this JSON file")
     p.set_defaults(func=run)
 
 
@@ -70,33 +69,32 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = scheduler.tune(env, budget=budget, time_budget=args.time_budget, seed=args.seed,
                                 measure_per_round=args.measure_per_round,
-                                callback=None if args.quiet else NetworkProgressBar())
+                                callback=None if args.quiet else ProgressBarCallback())
         vendor = None
         if not args.no_vendor:
-            from tensorgym.baselines.network_vendor import time_network_vendor
+            from tensorgym.baselines.vendor import time_network_references
 
-            vendor = time_network_vendor(env.network, progress=not args.quiet)
-            result.extra["vendor"] = vendor.to_json()
+            vendor = time_network_references(env.network, progress=not args.quiet)[0]
+            result.extra["vendor"] = vendor
     finally:
         env.close()
     if args.json:
         result.save(args.json)
 
-    from tensorgym.baselines.network_render import layer_table
+    from tensorgym.baselines.render import task_table
 
     dtype = env.network.tasks[0].workload.dtype
-    print(f"\n{env.network.name}, {result.space} space, {dtype}: {result.scheduler} scheduler (seed {result.seed}), "
-          f"{result.agent} inside each layer, {result.measure_per_round} trials per round")
-    print(f"{len(result.trials)} trials ({result.measured} measured now, {result.reused} from {db}), "
-          f"{result.wall_s:.1f} s\n")
-    print(layer_table(result, vendor))
-    total = result.estimate_s
+    print(f"\n{env.network.name}, {result.space} space, {dtype}: {result.agent} scheduler (seed {result.seed}), "
+          f"{result.search} inside each layer, {result.measure_per_round} trials per round")
+    print(f"{trials_line(result, db)}\n")
+    print(task_table(result, vendor))
+    total = result.best_latency_s
     if total is None:
         print("\nno estimate: a layer has no correct kernel yet (see `tensorgym show` for the errors)")
     else:
-        line = f"\nestimated network latency: {total * 1e3:.4f} ms"
-        if vendor is not None and vendor.estimate_s:
-            line += (f"; PyTorch ({vendor.library}) on the same layers: {vendor.estimate_s * 1e3:.4f} ms "
-                     f"({vendor.estimate_s / total:.2f}x)")
+        line = f"\nestimated network latency: {total * 1e3:.4f} ms ({result.best_gflops:.1f} GFLOP/s)"
+        if vendor is not None and vendor["latency_s"]:
+            line += (f"; {vendor['library']} on the same layers: {vendor['latency_s'] * 1e3:.4f} ms "
+                     f"({vendor['latency_s'] / total:.2f}x)")
         print(line)
     return 0

@@ -73,6 +73,7 @@ respect.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -124,7 +125,8 @@ class TilesSpace(Space):
         return TilesSpace._variants.get(target.kind, cls)
 
     def __init__(self, workload: Workload, target: Target, *, unroll_choices: tuple[int, ...] = UNROLL_CHOICES,
-                 max_innermost: int = MAX_INNERMOST, packing: str | None = None):
+                 max_innermost: int = MAX_INNERMOST, packing: str | None = None,
+                 bounds: Mapping[str, Sequence[int]] | None = None):
         super().__init__(workload, target)
         if target.kind != self.target_kind:
             raise SpaceError(f"{type(self).__name__} targets {self.target_kind!r}; got target kind {target.kind!r} "
@@ -138,7 +140,10 @@ class TilesSpace(Space):
                                  unroll_choices=self.unroll_choices,
                                  max_innermost=integer("max_innermost", max_innermost, minimum=1),
                                  spatial_levels=self.spatial_levels, reduction_levels=self.reduction_levels,
-                                 scalar_knobs=self.scalar_knob_choices())
+                                 scalar_knobs=self.scalar_knob_choices(), bounds=bounds)
+        self.bounds = self.tiling.bounds
+        if "unroll" in self.tiling.scalar_knobs:  # a bounded space keeps only some of them
+            self.unroll_choices = self.tiling.scalar_knobs["unroll"]
         self.max_innermost = self.tiling.max_innermost
         self.loops = self.tiling.loops
         self.levels = self.tiling.levels
@@ -161,12 +166,34 @@ class TilesSpace(Space):
         return []
 
     def __getstate__(self):
-        return {"workload": self.workload, "target": self.target, "unroll_choices": self.unroll_choices,
-                "max_innermost": self.max_innermost, "packing": self.packing}
+        return {"workload": self.workload, "target": self.target, "unroll_choices": self.tiling.unroll_choices,
+                "max_innermost": self.max_innermost, "packing": self.packing, "bounds": self.bounds}
 
     def __setstate__(self, state):
         self.__init__(state["workload"], state["target"], unroll_choices=state["unroll_choices"],
-                      max_innermost=state["max_innermost"], packing=state.get("packing"))
+                      max_innermost=state["max_innermost"], packing=state.get("packing"), bounds=state.get("bounds"))
+
+    @property
+    def options(self) -> dict:
+        """The keyword arguments that build this space again with :func:`~tensorgym.catalog.make_space`
+        (defaults left out)."""
+        out: dict = {}
+        if self.tiling.unroll_choices != UNROLL_CHOICES:
+            out["unroll_choices"] = list(self.tiling.unroll_choices)
+        if self.max_innermost != MAX_INNERMOST:
+            out["max_innermost"] = self.max_innermost
+        if self.packing:
+            out["packing"] = self.packing
+        if self.bounds is not None:
+            out["bounds"] = {label: list(values) for label, values in self.bounds.items()}
+        return out
+
+    def configs(self) -> list[Config]:
+        """Every config of a bounded space (see :mod:`.benchmark`), in a fixed order; an unbounded space is
+        too large to list."""
+        if self.bounds is None:
+            return super().configs()
+        return [c for c in map(Config, self.tiling.enumerate()) if not self.limit_violations(c)]
 
     # -- validity -----------------------------------------------------------
     def check(self, config: Config) -> None:

@@ -16,6 +16,14 @@ values in the sorted divisor list of the extent; level 0 is derived as extent /
 the next larger or smaller value in its list. ``unroll`` and ``cache_write`` are
 coordinates too.
 
+**Bounds.** A tiling may be *bounded*: some coordinates keep only some of their
+choices (``bounds={"f.3": (4, 8), "unroll": (0, 64)}``). A bounded tiling is a
+sub-space in every respect: its coordinates list only the kept choices, so hops,
+encodings and knob moves stay inside; ``check`` refuses a level value outside
+them; sampling is uniform over its valid configs; and it can list them all
+(:meth:`LoopTiling.tilings_of`), which is what benchmark spaces that are measured
+exhaustively need. Level 0 stays derived (extent / product of the other levels).
+
 A tiling reads and writes plain knob values of a :class:`~tensorgym.config.Config`;
 the space that owns it decides which other knobs a config has.
 """
@@ -64,11 +72,14 @@ class LoopTiling:
         reduction_levels: the levels of each reduction loop (CPU sketch: 2).
         scalar_knobs: the knobs that are not tile sizes, with their choices, in coordinate order
             (default: ``unroll`` with ``unroll_choices``, then ``cache_write`` with 0/1).
+        bounds: coordinate label (``"f.3"``, ``"unroll"``) -> the choices it keeps (see the module docs);
+            None: every choice.
     """
 
     def __init__(self, loops: Sequence[Loop], *, unroll_choices: tuple[int, ...] = UNROLL_CHOICES,
                  max_innermost: int = MAX_INNERMOST, spatial_levels: int = SPATIAL_LEVELS,
-                 reduction_levels: int = REDUCTION_LEVELS, scalar_knobs: Mapping[str, tuple[int, ...]] | None = None):
+                 reduction_levels: int = REDUCTION_LEVELS, scalar_knobs: Mapping[str, tuple[int, ...]] | None = None,
+                 bounds: Mapping[str, Sequence[int]] | None = None):
         self.loops: tuple[Loop, ...] = tuple(loops)
         self.unroll_choices = tuple(unroll_choices)
         self.max_innermost = max_innermost
@@ -85,8 +96,21 @@ class LoopTiling:
                 for level in range(1, self.levels[lp.name]):
                     coords.append(Coordinate(lp.name, level, divisors(lp.extent)))
         coords += [Coordinate(knob, -1, choices) for knob, choices in self.scalar_knobs.items()]
+        self.bounds: dict[str, tuple[int, ...]] | None = None if bounds is None else _checked_bounds(bounds, coords)
+        if self.bounds:
+            coords = [Coordinate(c.knob, c.level, self.bounds.get(c.label, c.choices)) for c in coords]
+            self.scalar_knobs = {knob: self.bounds.get(knob, choices) for knob, choices in self.scalar_knobs.items()}
         self.coordinates: tuple[Coordinate, ...] = tuple(coords)
         self.knobs = frozenset([lp.name for lp in self.loops] + list(self.scalar_knobs))
+        self._choices = {(c.knob, c.level): c.choices for c in coords}
+        # A bounded tiling lists each loop's tilings once: sampling and enumeration draw from these lists.
+        self._tilings: dict[str, tuple[tuple[int, ...], ...]] = {}
+        if self.bounds is not None:
+            for lp in self.loops:
+                self._tilings[lp.name] = self._list_tilings(lp)
+                if not self._tilings[lp.name]:
+                    raise SpaceError(f"the bounds leave loop {lp.name!r} (extent {lp.extent}) no tiling: "
+                                     f"its bounded levels must multiply to a divisor of the extent")
 
     @property
     def spatial(self) -> list[str]:
@@ -114,6 +138,11 @@ class LoopTiling:
                 )
             if tiles[-1] > self.max_innermost:
                 raise SpaceError(f"innermost tile of {lp.name!r} is {tiles[-1]} > {self.max_innermost}")
+            if self.bounds is not None and lp.extent > 1:
+                for level in range(1, levels):
+                    if tiles[level] not in self._choices[(lp.name, level)]:
+                        raise SpaceError(f"{lp.name}.{level} = {tiles[level]} is outside the bounded space "
+                                         f"(choices {list(self._choices[(lp.name, level)])})")
         for knob, choices in self.scalar_knobs.items():
             if config[knob] not in choices:
                 raise SpaceError(f"{knob} must be one of {choices}, got {config[knob]!r}")
@@ -123,6 +152,10 @@ class LoopTiling:
         """Random tile knob values: each loop's factorization uniformly, then each scalar knob's choice."""
         values: dict[str, object] = {}
         for lp in self.loops:
+            if self.bounds is not None:
+                listed = self._tilings[lp.name]
+                values[lp.name] = listed[int(rng.integers(len(listed)))]
+                continue
             # The index of a uniformly drawn factorisation, built without listing them all.
             count = count_factorizations(lp.extent, self.levels[lp.name], self.max_innermost)
             values[lp.name] = nth_factorization(lp.extent, self.levels[lp.name], self.max_innermost,
@@ -130,6 +163,42 @@ class LoopTiling:
         for knob, choices in self.scalar_knobs.items():
             values[knob] = choices[int(rng.integers(len(choices)))]
         return values
+
+    # -- bounded tilings ---------------------------------------------------------
+    def _list_tilings(self, loop: Loop) -> tuple[tuple[int, ...], ...]:
+        """Every tiling of ``loop`` whose levels below 0 take their (bounded) coordinates' choices."""
+        levels = self.levels[loop.name]
+        if loop.extent == 1:
+            return ((1,) * levels,)
+        choices = [self._choices[(loop.name, level)] for level in range(1, levels)]
+        out = []
+        for inner in itertools.product(*choices):
+            size = prod(inner)
+            if loop.extent % size == 0 and inner[-1] <= self.max_innermost:
+                out.append((loop.extent // size, *inner))
+        return tuple(out)
+
+    def tilings_of(self, loop: str) -> tuple[tuple[int, ...], ...]:
+        """Every tiling of the named loop (a bounded tiling only: an unbounded one may have too many)."""
+        if self.bounds is None:
+            raise SpaceError("only a bounded tiling lists its tilings")
+        return self._tilings[loop]
+
+    def count(self) -> int:
+        """The number of configs of a bounded tiling (tile and scalar knobs)."""
+        return prod(len(self.tilings_of(lp.name)) for lp in self.loops) * prod(
+            len(c) for c in self.scalar_knobs.values())
+
+    def enumerate(self) -> list[dict[str, object]]:
+        """The knob values of every config of a bounded tiling, in a fixed order."""
+        names = [lp.name for lp in self.loops] + list(self.scalar_knobs)
+        lists = [self.tilings_of(lp.name) for lp in self.loops] + list(self.scalar_knobs.values())
+        return [dict(zip(names, values)) for values in itertools.product(*lists)]
+
+    def nearest_tiling(self, loop: str, wanted: Sequence[int]) -> tuple[int, ...]:
+        """The listed tiling of ``loop`` closest to ``wanted`` (levels 1 and inward) in log distance."""
+        want = np.log(np.maximum(np.asarray(wanted[1:], dtype=np.float64), 1.0))
+        return min(self.tilings_of(loop), key=lambda t: (float(np.abs(np.log(t[1:]) - want).sum()), t))
 
     def coordinate_index(self, config: Config, coord: Coordinate) -> int:
         value = config[coord.knob] if coord.level < 0 else config[coord.knob][coord.level]
@@ -205,6 +274,27 @@ class LoopTiling:
         spatial = [[config[n][level] for n in self.spatial] for level in range(self.spatial_levels)]
         reduction = [[config[n][level] for n in self.reduction] for level in range(self.reduction_levels)]
         return spatial, reduction
+
+
+def _checked_bounds(bounds: Mapping[str, Sequence[int]], coords: Sequence[Coordinate]) -> dict[str, tuple[int, ...]]:
+    """``bounds`` as label -> sorted choices, each a non-empty subset of its coordinate's choices."""
+    by_label = {c.label: c for c in coords}
+    if not isinstance(bounds, Mapping):
+        raise SpaceError(f"bounds must map coordinate labels to choices, got {type(bounds).__name__}")
+    out: dict[str, tuple[int, ...]] = {}
+    for label, values in bounds.items():
+        coord = by_label.get(label)
+        if coord is None:
+            raise SpaceError(f"bounds name {label!r}, which is not a coordinate; the coordinates are "
+                             f"{', '.join(by_label)}")
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise SpaceError(f"bounds of {label!r} must be a non-empty list of choices, got {values!r:.60}")
+        outside = [v for v in values if v not in coord.choices]
+        if outside:
+            raise SpaceError(f"bounds of {label!r} hold {outside}, which are not among its choices "
+                             f"{list(coord.choices)}")
+        out[label] = tuple(sorted(set(int(v) for v in values), key=coord.choices.index))
+    return out
 
 
 def project_tiles(extent: int, levels: int, wanted: Sequence[int], max_innermost: int) -> tuple[int, ...]:

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Measure the shipped layers' landscapes on this CPU, in chunks, resumably (see README "Landscapes").
+#
+#   bash bench/measure_landscapes.sh [DB] [ENV_ID ...]
+#
+# Each layer's benchmark space is anchored at the best config of a GA search of the full tiles space
+# (512 measurements), which the first chunk runs into ANCHOR_DB (default: DB's name with "-anchor").
+# Each chunk holds the CPU lock (/tmp/tensorgym-cpu.lock) for at most CHUNK_S seconds, so a test run
+# or a benchmark that takes the same lock runs between chunks and never beside a timing. Killed at any
+# point, the job loses nothing: run it again and it goes on where the database stands.
+set -euo pipefail
+DB=${1:-work/landscapes.db}
+shift || true
+LAYERS=("$@")
+[ ${#LAYERS[@]} -gt 0 ] || LAYERS=(Conv2d-ResNet-R5-v0 Matmul-BERT-M3-v0 Conv2d-ResNet18-C7-v0 Conv2d-YOLO-Y9-v0)
+CHUNK_S=${CHUNK_S:-240}
+LOCK=${TENSORGYM_CPU_LOCK:-/tmp/tensorgym-cpu.lock}
+for id in "${LAYERS[@]}"; do
+  while true; do
+    out=$(flock "$LOCK" "${TENSORGYM:-.venv/bin/tensorgym}" landscape measure "$id" --db "$DB" \
+          ${ANCHOR_DB:+--anchor-db "$ANCHOR_DB"} --time-limit "$CHUNK_S" -q)
+    echo "$(date -u +%FT%TZ) $out"
+    case "$out" in *complete*) break ;; esac
+    sleep 5  # let a waiting test run take the lock
+  done
+done

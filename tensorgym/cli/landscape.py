@@ -1,0 +1,172 @@
+"""``tensorgym landscape measure|export|check``: exhaustively measured benchmark spaces.
+
+  tensorgym landscape measure ENV_ID --db PATH [--space tiles] [--limit N] [--time-limit S]
+        measure every config of the layer's benchmark space (tensorgym.spaces.tiles.benchmark) through
+        the normal evaluator; resumable (run it again), with a progress bar and an ETA
+  tensorgym landscape export ENV_ID --db PATH --out FILE [--t4 FILE]
+        one compact file of the landscape (and, with --t4, the T4 format read by Kernel Tuner and the
+        autotuning-methodology package)
+  tensorgym landscape check ENV_ID [--configs 64]
+        re-measure random configs of the shipped landscape live: their rank correlation with it
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tensorgym.catalog import make_agent, make_space
+from tensorgym.database import Database
+from tensorgym.evaluator import Evaluator
+from tensorgym.envs.registration import workload_of
+from tensorgym.errors import InvalidArgumentError
+from tensorgym.landscape.check import check_landscape
+from tensorgym.landscape.export import export_landscape, write_t4
+from tensorgym.landscape.file import Landscape
+from tensorgym.landscape.measuring import measure_landscape
+from tensorgym.landscape.shipped import LANDSCAPES_DIR, find_landscape, landscape_filename
+from tensorgym.measure.measurer import Measurer
+from tensorgym.spaces.tiles.benchmark import DEFAULT_MAX_CONFIGS, benchmark_space
+from tensorgym.target import RUNNABLE_PROFILES, resolve_target
+from tensorgym.tuner import Tuner
+
+from .args import finite_float
+
+SPACES = ("tiles",)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("landscape", help="measure, export or check an exhaustively measured space")
+    sub = parser.add_subparsers(dest="landscape_command", required=True)
+
+    p = sub.add_parser("measure", help="measure every config of a layer's benchmark space (resumable)",
+                       description="Measure every config of the layer's benchmark space: a bounded sub-space of "
+                                   "the tiles space chosen by documented rules (tensorgym.spaces.tiles.benchmark). "
+                                   "Every kernel is checked against NumPy and faults are recorded. Run the same "
+                                   "command again to resume.")
+    _add_common(p)
+    p.add_argument("--limit", type=int, default=None, help="measure at most this many configs now (a chunk)")
+    p.add_argument("--time-limit", type=finite_float, default=None,
+                   help="start no new batch after this many seconds (a chunk)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser("export", help="write a measured landscape as one compact file (and as T4)",
+                       description="Write the measured benchmark space of a layer as one compact landscape file "
+                                   "(default: where shipped landscapes live, under this CPU's folder), and with "
+                                   "--t4 also in the T4 format that Kernel Tuner and autotuning-methodology read.")
+    _add_common(p)
+    p.add_argument("--out", default=None, help="the landscape file (default: the package's landscapes folder)")
+    p.add_argument("--t4", default=None, help="also write the T4 results document here")
+    p.add_argument("--partial", action="store_true", help="export even if configs are missing (the file says so)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("check", help="re-measure random configs of a landscape live: rank agreement",
+                       description="Re-measure random configs of the layer's landscape on this machine and report "
+                                   "their rank correlation with it: the landscape's own noise figure on its CPU, "
+                                   "and how far another CPU's landscape carries over to this one.")
+    p.add_argument("env_id", help="a suite layer's id, e.g. Conv2d-ResNet-R5-v0")
+    p.add_argument("--landscape", default=None, help="a landscape file (default: the shipped one of this CPU)")
+    p.add_argument("--cpu", default=None, help="the CPU folder of a shipped landscape of another CPU")
+    p.add_argument("--configs", type=int, default=64, help="configs to re-measure (default 64)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--db", default=":memory:", help="where the live records go (default: nowhere kept)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_check)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("env_id", help="a suite layer's id, e.g. Conv2d-ResNet-R5-v0")
+    p.add_argument("--db", required=True, help="the SQLite database of the measurements")
+    p.add_argument("--space", default="tiles", choices=SPACES, help="the space whose benchmark sub-space is measured")
+    p.add_argument("--max-configs", type=int, default=DEFAULT_MAX_CONFIGS,
+                   help=f"size of the benchmark sub-space (default {DEFAULT_MAX_CONFIGS})")
+    p.add_argument("--target", default="llvm", choices=("llvm", "native", *RUNNABLE_PROFILES),
+                   help="this CPU (default), or this CPU restricted to a profile such as x86-64-v3")
+    p.add_argument("--anchor-db", default=None,
+                   help="database of the full-space GA search whose best config anchors the benchmark space "
+                        "(default: the --db file's name with '-anchor' added)")
+    p.add_argument("--anchor-budget", type=int, default=512,
+                   help="measurements of that search (default 512; it runs first when the database lacks them)")
+
+
+def _space(args: argparse.Namespace, measurer: Measurer | None = None):
+    """The layer's benchmark space, around the anchor the full-space GA search found (run first, with
+    ``measurer``, if its database does not hold the whole search yet)."""
+    if args.max_configs < 1:
+        raise InvalidArgumentError(f"--max-configs must be at least 1, got {args.max_configs}")
+    if args.anchor_budget < 1:
+        raise InvalidArgumentError(f"--anchor-budget must be at least 1, got {args.anchor_budget}")
+    target = measurer.target if measurer is not None else resolve_target(args.target)
+    if target.kind != "llvm":
+        raise InvalidArgumentError("landscapes are measured on a CPU target")
+    workload = workload_of(args.env_id)
+    full = make_space("tiles", workload, target)
+    path = anchor_path(args)
+    with Database(path) as database:
+        held = database.count(workload.key, target.fingerprint, full.name)
+        if held < args.anchor_budget:
+            if measurer is None:
+                raise InvalidArgumentError(f"{path} holds {held} of the {args.anchor_budget} measurements of the GA "
+                                           f"search that anchors the benchmark space of {workload.label}: run "
+                                           f"`tensorgym landscape measure {args.env_id}` first")
+            print(f"{workload.label}: the GA searches the full tiles space ({args.anchor_budget} measurements, "
+                  f"seed 0) for the anchor of the benchmark space; database {path}", file=sys.stderr)
+            Tuner(Evaluator(full, database, measurer), budget=args.anchor_budget).run(make_agent("ga"), seed=0)
+        best = database.best(workload.key, target.fingerprint, full.name)
+    if not best:
+        raise InvalidArgumentError(f"no kernel of the GA search in {path} ran correctly: nothing anchors the "
+                                   f"benchmark space of {workload.label}")
+    return benchmark_space(workload, target, max_configs=args.max_configs, anchor=best[0].config)
+
+
+def anchor_path(args: argparse.Namespace) -> Path:
+    """The database of the anchoring GA search: ``--anchor-db``, or the landscape database's name with
+    ``-anchor`` added."""
+    if args.anchor_db:
+        return Path(args.anchor_db)
+    db = Path(args.db)
+    return db.with_name(f"{db.stem}-anchor{db.suffix or '.db'}")
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 0:
+        raise InvalidArgumentError(f"--limit must be >= 0, got {args.limit}")
+    with Database(args.db) as database, Measurer(resolve_target(args.target)) as measurer:
+        space = _space(args, measurer)
+        print(f"{space.workload.label}: {len(space.configs())} configs in the benchmark space on "
+              f"{space.target.label}; database {args.db}", file=sys.stderr)
+        progress = measure_landscape(space, database, measurer, limit=args.limit, time_limit=args.time_limit,
+                                     progress=not args.quiet)
+    state = "complete" if progress.done else f"{progress.missing} configs still to measure (run again to go on)"
+    print(f"{space.workload.label}: {progress.measured_now} measured now in {progress.seconds:.0f} s, "
+          f"{progress.held_before} held before; {state}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    space = _space(args)
+    with Database(args.db, readonly=True) as database:
+        landscape = export_landscape(database, space, env_id=args.env_id, allow_partial=args.partial)
+    out = args.out or LANDSCAPES_DIR / landscape.cpu_folder / landscape_filename(space.workload, space.name)
+    path = landscape.save(out)
+    optimum = landscape.optimum
+    print(f"{space.workload.label}: {len(landscape)} configs on {landscape.cpu_label} -> {path} "
+          f"({path.stat().st_size / 1e3:.0f} kB); optimum {optimum.score:.1f} GFLOP/s")
+    if args.t4:
+        print(f"T4: {write_t4(landscape, args.t4)}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.configs < 2:
+        raise InvalidArgumentError(f"--configs must be at least 2 (a rank correlation), got {args.configs}")
+    path = args.landscape or find_landscape(args.env_id, cpu=args.cpu)
+    landscape = Landscape.load(path)
+    target = resolve_target(None)
+    with Database(args.db) as database, Measurer(target) as measurer:
+        report = check_landscape(landscape, database, measurer, configs=args.configs, seed=args.seed,
+                                 progress=not args.quiet)
+    print(report.summary())
+    return 0

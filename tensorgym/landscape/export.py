@@ -1,0 +1,238 @@
+"""From a database of measurements to a landscape file, and to the T4 format.
+
+:func:`export_landscape` gathers the records of every config of a space (measured with
+:func:`~tensorgym.landscape.measuring.measure_landscape`) into a
+:class:`~tensorgym.landscape.file.Landscape`, with the metadata that says where, when and how they
+were measured. A landscape stands for its whole space, so configs the database lacks are refused
+(:class:`LandscapeIncomplete`) unless ``allow_partial=True``, and then the metadata says how many of
+how many it holds.
+
+:func:`write_t4` writes the same measurements in the T4 results format of the Open Autotuning
+Results Schema, which Kernel Tuner writes and the ``autotuning-methodology`` package reads as a
+brute-forced search space (``schema_version`` 1.0.0). It is written as Kernel Tuner's own T4 writer
+writes it (``file_utils.get_t4_results``): times in milliseconds (``metadata.timeunit``), the
+objective ``time`` and a ``GFLOP/s`` measurement, Kernel Tuner's error strings as values of failed
+configs. Two tensorgym-specific choices:
+
+* ``configuration`` is flat, one integer per knob level (``{"f.0": 2, "f.1": 8, ..., "unroll": 64}``,
+  the coordinate labels of :mod:`tensorgym.spaces.tiles.tiling` with level 0 added), since T4 and
+  Kernel Tuner parameters are scalars;
+* ``times`` are chosen so that the tuning clock is the same in both worlds: ``compilation`` is the
+  build's share of the wall clock (``wall_s - run_s``: the parallel build phase divided among its
+  batch), ``runtimes`` the kernel's timing samples (seconds per call, the schema's meaning) and
+  ``validation`` the rest of the run (correctness check, warm-up, the calls of each sample beyond
+  one): so the methodology's ``"all"`` time keys (compilation, runtimes, framework, search_algorithm,
+  validation) add up to the ``wall_s`` the tuning clock charges. ``benchmark`` (Kernel Tuner's key)
+  holds the whole run, ``run_s``; ``framework`` and ``search_algorithm`` are 0 (the search's own
+  time is the tuner's, not the space's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import subprocess
+from importlib import metadata as _metadata
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..database import Database
+from ..measure.protocol import TimingProtocol
+from ..record import Status
+from ..spaces.base import Space
+from .file import Landscape, LandscapeError, LandscapeMetadata
+from .shipped import cpu_folder, resolve_workload
+
+T4_SCHEMA_VERSION = "1.0.0"
+# tensorgym status -> (T4 invalidity, Kernel Tuner's error string for the objective's value)
+_T4_INVALIDITY = {
+    Status.OK: ("correct", None),
+    Status.BUILD_ERROR: ("compile", "CompilationFailedConfig"),
+    Status.RUNTIME_ERROR: ("runtime", "RuntimeFailedConfig"),
+    Status.TIMEOUT: ("timeout", "RuntimeFailedConfig"),
+    Status.WRONG_RESULT: ("correctness", "RuntimeFailedConfig"),
+}
+
+
+class LandscapeIncomplete(LandscapeError):
+    """The database lacks configs of the space: a landscape must hold them all (or say it does not)."""
+
+
+def export_landscape(database: Database, space: Space, *, env_id: str | None = None, allow_partial: bool = False,
+                     fma_peak_gflops: float | None = None, protocol: TimingProtocol | None = None,
+                     llvm_version: str | None = None) -> Landscape:
+    """The landscape of ``space`` from the records ``database`` holds for it on ``space.target``.
+
+    Args:
+        env_id: the Gymnasium id of the layer (default: its suite id, if the workload is a suite layer).
+        allow_partial: export what is measured when configs are missing (the metadata says how many of how
+            many); otherwise they raise :class:`LandscapeIncomplete`.
+        fma_peak_gflops: the CPU's fp32 FMA peak (default: the one measured for the target's microkernel
+            catalogue, if it was calibrated; else None).
+        protocol: the timing protocol the records were measured with (default: tensorgym's, which the measurer
+            uses unless told otherwise; the database does not store it).
+        llvm_version: the LLVM TVM was built with (default: asked of TVM, imported for it).
+    """
+    configs = space.configs()
+    held = {r.config: r for r in database.records(space.workload.key, space.target.fingerprint, space.name)
+            if r.final}
+    missing = [c for c in configs if c not in held]
+    if missing and not allow_partial:
+        raise LandscapeIncomplete(f"{len(missing)} of {len(configs)} configs of the {space.name} space of "
+                                  f"{space.workload.label} are not measured in {database.path} on "
+                                  f"{space.target.label}, e.g. {missing[0].key}: measure them first (`tensorgym "
+                                  f"landscape measure`), or export a partial landscape (allow_partial=True)")
+    wanted = set(configs)
+    records = [r for c, r in held.items() if c in wanted]
+    if not records:
+        raise LandscapeIncomplete(f"no config of the {space.name} space of {space.workload.label} is measured in "
+                                  f"{database.path} on {space.target.label}")
+    created = sorted(r.created for r in records if r.created)
+    target = space.target
+    meta = LandscapeMetadata(
+        workload=space.workload.to_json(), workload_key=space.workload.key, workload_label=space.workload.label,
+        space=space.name, space_options=getattr(space, "options", {}) or {},
+        target=target.to_json(), cpu_model=target.cpu_model, cpu_folder=cpu_folder(target),
+        fingerprint=target.fingerprint, cpu_flags=tuple(target.cpu_flags), cores=target.num_cores,
+        tvm_version=target.tvm_version, llvm_version=llvm_version or _llvm_version(),
+        tensorgym_version=_tensorgym_version(), git_commit=_git_commit(),
+        protocol=_protocol(protocol), date=_iso(None), configs_in_space=len(configs),
+        fma_peak_gflops=fma_peak_gflops if fma_peak_gflops is not None else _calibrated_peak(target),
+        env_id=env_id if env_id is not None else resolve_workload(space.workload)[1],
+        measured_from=_iso(created[0]) if created else None, measured_to=_iso(created[-1]) if created else None,
+        notes={"configs_measured": len(records), "complete": not missing},
+    )
+    return Landscape.from_records(records, meta, order=configs)
+
+
+# -- T4 ----------------------------------------------------------------------------------------------------------
+def t4_document(landscape: Landscape) -> dict[str, Any]:
+    """The T4 results document of ``landscape`` (see the module docs)."""
+    meta = landscape.metadata
+    stamp = meta.measured_to or meta.date
+    results = []
+    for row, config in enumerate(landscape.configs):
+        status = landscape.status[row]
+        invalidity, error = _T4_INVALIDITY[status]
+        samples_ms = [s * 1e3 for s in landscape.samples[row]] if status is Status.OK else []
+        run_ms = float(landscape.run_s[row]) * 1e3
+        wall_ms = float(landscape.wall_s[row]) * 1e3
+        times = {"compilation": max(0.0, wall_ms - run_ms), "runtimes": samples_ms, "benchmark": run_ms,
+                 "framework": 0.0, "search_algorithm": 0.0, "validation": max(0.0, run_ms - sum(samples_ms))}
+        if status is Status.OK:
+            time_value: Any = float(landscape.latency_s[row]) * 1e3
+            gflops_value: Any = float(landscape.scores[row])
+        else:
+            time_value = gflops_value = error
+        results.append({
+            "timestamp": stamp, "configuration": flat_configuration(config), "times": times,
+            "invalidity": invalidity, "correctness": 0 if status is Status.WRONG_RESULT else 1,
+            "measurements": [{"name": "time", "value": time_value, "unit": "ms"},
+                             {"name": "GFLOP/s", "value": gflops_value, "unit": ""}],
+            "objectives": ["time"],
+        })
+    info = {"workload": meta.workload_label, "workload_key": meta.workload_key, "space": meta.space,
+            "env_id": meta.env_id, "cpu": meta.cpu_model, "cpu_folder": meta.cpu_folder,
+            "fingerprint": meta.fingerprint, "tvm": meta.tvm_version, "llvm": meta.llvm_version,
+            "tensorgym": meta.tensorgym_version, "date": meta.date, "configs_in_space": meta.configs_in_space}
+    return {"schema_version": T4_SCHEMA_VERSION, "metadata": {"timeunit": "milliseconds", "tensorgym": info},
+            "results": results}
+
+
+def write_t4(landscape: Landscape, path: str | os.PathLike) -> Path:
+    """Write ``landscape`` as a T4 results file (plain JSON; see the module docs)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(t4_document(landscape), separators=(",", ":"), allow_nan=False))
+    os.replace(tmp, path)
+    return path
+
+
+def flat_configuration(config: Config) -> dict[str, int]:
+    """A config as scalar parameters: ``knob.level`` for each level of a list knob, ``knob`` for the others."""
+    out: dict[str, int] = {}
+    for knob, value in config.items():
+        if isinstance(value, tuple):
+            out.update({f"{knob}.{level}": v for level, v in enumerate(value)})
+        else:
+            out[knob] = value
+    return out
+
+
+def config_from_flat(parameters: dict[str, int]) -> Config:
+    """The inverse of :func:`flat_configuration`."""
+    lists: dict[str, dict[int, int]] = {}
+    values: dict[str, Any] = {}
+    for name, value in parameters.items():
+        knob, dot, level = name.rpartition(".")
+        if dot and level.isdigit():
+            lists.setdefault(knob, {})[int(level)] = value
+        else:
+            values[name] = value
+    for knob, levels in lists.items():
+        values[knob] = [levels[i] for i in range(len(levels))]
+    return Config(values)
+
+
+# -- metadata ------------------------------------------------------------------------------------------------------
+def _protocol(protocol: TimingProtocol | None) -> dict[str, Any]:
+    protocol = protocol or TimingProtocol()
+    return {"name": f"{TimingProtocol.__module__}.{TimingProtocol.__name__}",
+            "settings": dataclasses.asdict(protocol),
+            "summary": "warm-up, then samples of at least min_repeat_ms each until their robust spread is within "
+                       "target_spread or max_timing_ms is spent; busy rounds retaken; latency = median of the "
+                       "samples; kernels far slower than the best known timed short (one sample); every kernel "
+                       "checked against NumPy once; builds in parallel (one process per core), timing serial"}
+
+
+def _calibrated_peak(target) -> float | None:
+    from ..spaces.microkernel.catalogue import CatalogueMissing, load_catalogue
+
+    try:
+        catalogue = load_catalogue(target)
+    except (CatalogueMissing, OSError, ValueError, KeyError):
+        return None
+    return float(catalogue.peak_gflops) if catalogue.mode != "unmeasured" else None
+
+
+def _llvm_version() -> str:
+    try:
+        import tvm
+
+        return str(tvm.target.codegen.llvm_version_major())
+    except Exception:  # noqa: BLE001 - a version we cannot read is "unknown", not an error
+        return "unknown"
+
+
+def _tensorgym_version() -> str:
+    try:
+        return _metadata.version("tensorgym")
+    except _metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _git_commit() -> str | None:
+    """The commit of the source tree tensorgym runs from (``+dirty`` with uncommitted changes), or None."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def _iso(timestamp: float | None) -> str:
+    moment = _dt.datetime.now(_dt.timezone.utc) if timestamp is None else \
+        _dt.datetime.fromtimestamp(timestamp, _dt.timezone.utc)
+    return moment.isoformat(timespec="seconds")

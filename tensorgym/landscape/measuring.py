@@ -1,0 +1,92 @@
+"""Measure every config of a benchmark space: the job that makes a landscape.
+
+It goes through the normal :class:`~tensorgym.evaluator.Evaluator`, so every kernel is
+validated against NumPy, faults become records with a status, each record is committed
+before the next kernel is timed, and a kernel several times slower than the fastest one
+known is timed short (one sample: an honest bound, far from the optimum anyway). Running the
+job again resumes: configs the database holds are not measured again.
+
+The configs are measured in a fixed shuffled order (``order_seed``), so that a landscape cut
+short is a uniform random sample of the space rather than one corner of it, and chunks of a
+long job (``limit``, ``time_limit``) can run between other work on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import Config
+from ..database import Database
+from ..evaluator import Evaluator
+from ..measure.measurer import Measurer
+from ..record import Record
+from ..spaces.base import Space
+
+BATCH = 16  # configs per evaluator call: built in parallel, then timed one by one
+
+
+@dataclass(frozen=True)
+class MeasuringProgress:
+    """Where a landscape measurement stands: configs in the space, held before, measured now, still missing."""
+
+    total: int
+    held_before: int
+    measured_now: int
+    missing: int
+    seconds: float
+
+    @property
+    def done(self) -> bool:
+        return self.missing == 0
+
+
+def measuring_order(space: Space, order_seed: int = 0) -> list[Config]:
+    """Every config of ``space`` in the order a landscape measures them (a seeded shuffle)."""
+    configs = space.configs()
+    order = np.random.default_rng(order_seed).permutation(len(configs))
+    return [configs[i] for i in order]
+
+
+def measure_landscape(space: Space, database: Database, measurer: Measurer, *, limit: int | None = None,
+                      time_limit: float | None = None, order_seed: int = 0, progress: bool = True,
+                      on_record: Callable[[Record], None] | None = None) -> MeasuringProgress:
+    """Measure the configs of ``space`` that ``database`` does not hold yet (at most ``limit`` of them, and
+    no new batch after ``time_limit`` seconds); see the module docs."""
+    evaluator = Evaluator(space, database, measurer)
+    configs = measuring_order(space, order_seed)
+    missing = [c for c in configs if evaluator.lookup(c) is None]
+    held = len(configs) - len(missing)
+    todo = missing if limit is None else missing[:max(0, limit)]
+    start = time.monotonic()
+    bar = _progress_bar(len(configs), held, space, progress)
+    measured = 0
+    try:
+        for i in range(0, len(todo), BATCH):
+            if time_limit is not None and time.monotonic() - start > time_limit:
+                break
+            batch = todo[i:i + BATCH]
+            for record in evaluator.evaluate(batch):
+                if on_record is not None:
+                    on_record(record)
+            measured += len(batch)
+            bar.update(len(batch))
+            if bar.disable is False:
+                best = evaluator.incumbent_s()
+                if best:
+                    bar.set_postfix_str(f"best {space.workload.flops / best / 1e9:.1f} GFLOP/s")
+    finally:
+        bar.close()
+    still = sum(evaluator.lookup(c) is None for c in missing)
+    return MeasuringProgress(total=len(configs), held_before=held, measured_now=measured, missing=still,
+                             seconds=time.monotonic() - start)
+
+
+def _progress_bar(total: int, held: int, space: Space, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=held, desc=f"landscape {space.workload.label}", unit="config",
+                disable=not enabled, smoothing=0.05, dynamic_ncols=True)

@@ -1,0 +1,181 @@
+"""Where shipped landscapes live, and which one belongs to this machine.
+
+A landscape is one CPU's measurements: on another CPU the best config, the ranking and the timings
+differ, so a landscape answers for the CPU it was measured on only. Shipped landscapes live in
+``tensorgym/data/landscapes/<cpu folder>/<layer>-<space>.json.gz``:
+
+* the **CPU folder** (:func:`cpu_folder`) is a file-system-safe name of what decides the timings of a
+  tiles kernel: the CPU model, its micro-architecture where the model name does not say it (virtual
+  machines often report ``AMD EPYC`` alone; the family and model numbers tell Zen 3 from Zen 4), the
+  vector ISA the kernels were compiled for, a restricting profile (``x86-64-v3``) if any, and the
+  cores the kernels ran on (kernels use every core). For example ``amd-epyc-zen4-avx512-2c``.
+  The TVM version, which the target's fingerprint also holds, is left out on purpose: a newer TVM
+  should not make every shipped landscape unusable; each file's metadata names the versions it was
+  measured with.
+* the **layer** is the suite layer's name (``R5``, ``M3``) when the workload is that layer exactly,
+  else the layer or operator name with a short hash of the workload's key (``R5-1a2b3c4d`` for R5
+  in NHWC), so two different computations never share a file name.
+
+:func:`find_landscape` gives the landscape of this machine's CPU and refuses, in one line that lists
+what is shipped, one of another CPU unless that CPU's folder is named explicitly (``cpu=``): nobody
+should mistake another machine's measurements for their own.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TensorgymError, UnknownNameError
+from ..suites import SUITES, all_suite_workloads
+from ..target import Target, local_cpu
+from ..workloads import Workload
+
+LANDSCAPES_DIR = Path(__file__).resolve().parent.parent / "data" / "landscapes"
+SUFFIX = ".json.gz"
+
+# AMD family -> ((first model, last model, micro-architecture), ...): what a bare "AMD EPYC" is.
+_AMD_MICROARCHITECTURES: dict[int, tuple[tuple[int, int, str], ...]] = {
+    23: ((0x00, 0x2F, "zen"), (0x30, 0xFF, "zen2")),
+    25: ((0x00, 0x0F, "zen3"), (0x10, 0x1F, "zen4"), (0x20, 0x5F, "zen3"), (0x60, 0x7F, "zen4"),
+         (0xA0, 0xAF, "zen4")),
+    26: ((0x00, 0xFF, "zen5"),),
+}
+# Intel family 6 models whose micro-architecture is unambiguous (Skylake-X and Cascade Lake share 0x55).
+_INTEL_MICROARCHITECTURES: dict[int, str] = {
+    0x3F: "haswell", 0x4F: "broadwell", 0x6A: "icelake", 0x6C: "icelake", 0x8F: "sapphirerapids",
+    0xCF: "emeraldrapids", 0xAD: "graniterapids", 0xAE: "graniterapids",
+}
+# Words of CPU model names that say nothing about the CPU.
+_NOISE = re.compile(r"\((r|tm)\)|\b(cpu|processor|with radeon graphics|\d+-core)\b|@.*$", re.I)
+
+
+class LandscapeNotFound(TensorgymError, LookupError):
+    """No landscape of the asked layer and space is shipped for the asked CPU (the message lists what is)."""
+
+
+@dataclass(frozen=True)
+class ShippedLandscape:
+    """One shipped landscape file: its CPU folder, layer and space, and where it is."""
+
+    cpu: str
+    layer: str
+    space: str
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.cpu}/{self.layer}-{self.space}"
+
+
+def cpu_folder(target: Target | None = None) -> str:
+    """The folder name of ``target``'s landscapes (default: this machine's CPU); see the module docs."""
+    target = target if target is not None else local_cpu()
+    model = target.cpu_model
+    found = re.search(r"\(family (\d+) model (\d+)\)", model)
+    name = _slug(_NOISE.sub(" ", re.sub(r"\(family \d+ model \d+\)", " ", model).replace("(constructed)", " ")))
+    parts = [name or "cpu"]
+    if found:
+        family, number = int(found.group(1)), int(found.group(2))
+        uarch = _microarchitecture(name, family, number)
+        if uarch and uarch not in name:
+            parts.append(uarch)
+        elif not uarch and not re.search(r"\d", name):  # a bare name ("amd-epyc"): the numbers tell it apart
+            parts.append(f"f{family}m{number}")
+    parts.append(target.isa_level)
+    if target.profile and _slug(target.profile) not in parts[0]:
+        parts.append(_slug(target.profile))
+    parts.append(f"{target.num_cores}c")
+    return "-".join(parts)
+
+
+def _microarchitecture(name: str, family: int, model: int) -> str | None:
+    if name.startswith("amd"):
+        for first, last, uarch in _AMD_MICROARCHITECTURES.get(family, ()):
+            if first <= model <= last:
+                return uarch
+    if name.startswith("intel") and family == 6:
+        return _INTEL_MICROARCHITECTURES.get(model)
+    return None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def layer_name(workload: Workload) -> str:
+    """The layer part of a landscape's file name (see the module docs)."""
+    for suite in SUITES.values():
+        for layer in suite.layers:
+            if layer.name == workload.name and layer.key == workload.key:
+                return layer.name
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", workload.name).strip("-") or workload.op
+    return f"{stem}-{hashlib.sha256(workload.key.encode()).hexdigest()[:8]}"
+
+
+def landscape_filename(workload: Workload, space: str = "tiles") -> str:
+    """``<layer>-<space>.json.gz``."""
+    return f"{layer_name(workload)}-{space}{SUFFIX}"
+
+
+def shipped_landscapes(root: str | Path | None = None) -> list[ShippedLandscape]:
+    """Every shipped landscape (under ``root``, default the package's), sorted by CPU, layer and space."""
+    base = Path(root) if root is not None else LANDSCAPES_DIR
+    out = []
+    if base.is_dir():
+        for path in sorted(base.glob(f"*/*{SUFFIX}")):
+            layer, _, space = path.name.removesuffix(SUFFIX).rpartition("-")
+            out.append(ShippedLandscape(path.parent.name, layer, space, path))
+    return out
+
+
+def resolve_workload(env_id_or_workload: str | Workload) -> tuple[Workload, str | None]:
+    """The workload of a suite env id (``Conv2d-ResNet-R5-v0``) or a :class:`Workload`, and its env id if it
+    is a suite layer."""
+    layers = all_suite_workloads()
+    if isinstance(env_id_or_workload, Workload):
+        ids = [i for i, w in layers.items() if w.key == env_id_or_workload.key and w.name == env_id_or_workload.name]
+        return env_id_or_workload, (ids[0] if ids else None)
+    if isinstance(env_id_or_workload, str) and env_id_or_workload in layers:
+        return layers[env_id_or_workload], env_id_or_workload
+    close = difflib.get_close_matches(str(env_id_or_workload), layers, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise UnknownNameError(f"no suite layer {env_id_or_workload!r}{hint}: landscapes are named by suite env ids "
+                           f"(e.g. Conv2d-ResNet-R5-v0) or given a Workload")
+
+
+def find_landscape(env_id_or_workload: str | Workload, space: str = "tiles", cpu: str | None = None,
+                   target: Target | None = None, *, root: str | Path | None = None) -> Path:
+    """The shipped landscape of a layer and space for this machine's CPU (``target``'s, default the local
+    CPU), or for the CPU folder named by ``cpu`` (explicitly another machine's measurements).
+
+    Raises :class:`LandscapeNotFound` (one line, listing what is shipped) when there is none, and when
+    only other CPUs have one and ``cpu`` does not name one of them.
+    """
+    workload, _ = resolve_workload(env_id_or_workload)
+    base = Path(root) if root is not None else LANDSCAPES_DIR
+    filename = landscape_filename(workload, space)
+    shipped = shipped_landscapes(base)
+    folders = sorted({s.cpu for s in shipped})
+    if cpu is not None:
+        if not isinstance(cpu, str) or cpu not in folders:
+            raise LandscapeNotFound(f"no landscapes are shipped for CPU {cpu!r}; CPUs with landscapes: "
+                                    f"{', '.join(folders) or 'none'}")
+        wanted = cpu
+    else:
+        wanted = cpu_folder(target)
+    path = base / wanted / filename
+    if path.is_file():
+        return path
+    layer = filename.removesuffix(SUFFIX)
+    elsewhere = [s.cpu for s in shipped if f"{s.layer}-{s.space}" == layer]
+    if cpu is None and elsewhere:
+        raise LandscapeNotFound(
+            f"no {space} landscape of {workload.label} for this CPU ({wanted}); it is shipped for "
+            f"{', '.join(elsewhere)}, another machine's measurements: name one explicitly "
+            f"(cpu={elsewhere[0]!r}) to use it anyway, or measure this CPU (`tensorgym landscape measure`)")
+    listing = ", ".join(s.name for s in shipped) or "none"
+    raise LandscapeNotFound(f"no {space} landscape of {workload.label} is shipped for {wanted}; shipped: {listing}")

@@ -1,0 +1,193 @@
+"""Benchmark spaces: bounded sub-spaces of the ``tiles`` space small enough to measure every config.
+
+A landscape (:mod:`tensorgym.landscape`) measures one of these exhaustively, once, so that
+agents can then be compared on it with many seeds and against the true optimum. The
+sub-space is a :class:`~.space.TilesSpace` built with ``bounds``: its coordinates keep only
+some of their choices, so sampling, hops, neighbours, the GA's moves and Optuna's parameters
+all stay inside it (see :mod:`.tiling`), and its configs are configs of the full space (same
+name, same knobs), so their records are shared with it.
+
+**The rules** (:func:`benchmark_bounds`). Each coordinate's choices are ranked by what the
+CPU favours, and the first few are kept:
+
+* the innermost tile of the *vectorised* loop (the last spatial loop of the nest): multiples
+  of the target's fp32 lanes first (a whole number of vector registers), nearest to two
+  vectors first; where none divides the extent, the divisors nearest to two vectors;
+* the innermost tile of the widest other spatial loop (the rows of the register tile):
+  nearest to the number of rows whose accumulators, beside the favourite vector tile, fill
+  about a quarter of the vector registers (8 rows of one AVX-512 vector, 4 of two; half as
+  many on AVX2); the innermost tiles of the remaining spatial loops: 1 first, then the
+  smallest (rows multiply, and too many spill the accumulators);
+* level 2 of a spatial loop (a tile between the register tile and the cache tile): 1 first,
+  since such a tile makes LLVM spill the accumulators (``bench/kernel_anatomy.py --tiles``);
+* level 1 of a spatial loop (the cache tile, and with level 0 the parallel split): 1 first
+  (a short loop, 14 outputs wide, say, has room for nothing beside a whole-loop register
+  tile), then nearest to 4;
+* the inner reduction tile: 1 first (the reduction runs outside the register tile's loops),
+  then the divisors nearest to two vectors' lanes (a block of products per accumulator);
+* ``unroll``: 64, 16, 0, 512; ``cache_write``: 1 (accumulate in registers), then 0.
+
+These rules were revised once against measurements (``bench/reports/landscapes/quality.txt``):
+the first version ranked every row tile, cache tile and inner reduction tile near 4 or 8,
+and its space for ResNet-18 C7 (a 1x1 conv of 14 x 14 outputs, one vector per row) missed
+the GA's best by a third: that kernel used 16 rows, a whole-row vector tile with no cache
+tile around it, and no inner reduction tile, none of which the space held.
+
+**The anchor.** Analytical rules alone missed good kernels of some layers (below), so the
+space is also built around an *anchor*: the best config the GA finds in the full tiles space
+with 512 measurements on the same CPU (``tensorgym landscape measure`` runs that search first,
+into its own database, and reads the anchor from it, so the space is the same every time the
+job resumes). Each coordinate's anchor value is ranked first and never dropped. The anchor
+makes the space hold a kernel as good as a strong search finds, which is what keeps it from
+being a toy; the other choices come from the rules, so the space still holds far worse
+kernels around it, and agents must find the good ones.
+
+Then, while the space holds more than ``max_configs`` configs, the coordinate with the most
+kept choices drops its least favoured one (level-2 coordinates first on ties, then level 1,
+reduction, scalar knobs, innermost tiles). Every coordinate keeps at least one choice, and
+the configs are counted exactly (level 0 must be a whole number), not estimated.
+
+Why not a random subset of configs: agents move by hops and mutations, so the sub-space
+must be a product of per-coordinate choices, or its configs would have holes around them.
+Whether it is a toy is measured, not assumed: ``bench/bench_landscape_quality.py`` compares
+its best config with the best the GA finds in the full space at 512 measurements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ...config import Config
+from ...target import Target
+from ...workloads import Workload
+from ..base import SpaceError
+from .space import TilesSpace
+from .tiling import Coordinate
+
+DEFAULT_MAX_CONFIGS = 4096  # about half an hour to an hour of measuring on 2 cores at 0.4-0.9 s a trial
+# How many choices each kind of coordinate starts with, before the space is cut to size.
+START_CHOICES = {"inner": 4, "middle": 2, "outer": 4, "reduction": 4, "scalar": 2}
+# The order in which kinds of coordinate give up choices when two hold equally many.
+DROP_ORDER = ("middle", "outer", "reduction", "scalar", "inner")
+UNROLL_PREFERENCE = (64, 16, 0, 512)
+
+
+def benchmark_space(workload: Workload, target: Target, *, max_configs: int = DEFAULT_MAX_CONFIGS,
+                    anchor: Config | None = None, **options) -> TilesSpace:
+    """The benchmark sub-space of ``workload``'s tiles space on ``target``, around ``anchor`` if given (see the
+    module docs)."""
+    if options.get("bounds") is not None:
+        raise SpaceError("benchmark_space chooses the bounds itself; build TilesSpace(..., bounds=...) for others")
+    full = TilesSpace.for_target(target)(workload, target, **options)
+    return TilesSpace.for_target(target)(workload, target, bounds=benchmark_bounds(full, max_configs, anchor),
+                                         **options)
+
+
+def coordinate_kind(space: TilesSpace, coord: Coordinate) -> str:
+    """What a coordinate is in the register/cache hierarchy: ``inner``, ``middle``, ``outer`` (spatial levels 3,
+    2, 1), ``reduction`` or ``scalar``."""
+    if coord.level < 0:
+        return "scalar"
+    if coord.knob in space.tiling.reduction:
+        return "reduction"
+    return {space.spatial_levels - 1: "inner", 1: "outer"}.get(coord.level, "middle")
+
+
+def ranked_choices(space: TilesSpace, coord: Coordinate) -> list[int]:
+    """The choices of a (full-space) coordinate, the CPU's favourite first (see the module docs)."""
+    kind = coordinate_kind(space, coord)
+    choices = list(coord.choices)
+    if kind == "scalar":
+        if coord.knob == "unroll":
+            return sorted(choices, key=lambda u: (UNROLL_PREFERENCE.index(u) if u in UNROLL_PREFERENCE else 99, u))
+        if coord.knob == "cache_write":
+            return sorted(choices, reverse=True)
+        return choices
+
+    def near(value: float):
+        return lambda d: (abs(math.log2(d) - math.log2(value)), d)
+
+    lanes = space.target.vector_lanes_fp32 or 8
+    if kind == "inner":
+        spatial = [lp for lp in space.loops if lp.kind == "spatial"]
+        vectorised = spatial[-1]
+        vector_tiles = [d for d in _divisors_of(space, vectorised.name) if d <= space.max_innermost]
+        favourite = sorted(vector_tiles, key=lambda d: (d % lanes != 0, *near(2 * lanes)(d)))
+        if coord.knob == vectorised.name:
+            return favourite + [d for d in choices if d not in favourite]
+        # The rows of the register tile: the widest other spatial loop gives them, enough to fill about a
+        # quarter of the vector registers with accumulators beside the favourite vector tile; the other
+        # loops add rows only sparingly (1 first), since rows multiply.
+        rows = max((lp for lp in spatial[:-1] if lp.extent > 1), key=lambda lp: lp.extent)
+        if coord.knob == rows.name:
+            vectors = max(1, math.ceil(favourite[0] / lanes))
+            return sorted(choices, key=near(max(1.0, space.target.vector_registers / 4 / vectors)))
+        return sorted(choices)
+    if kind == "middle":
+        return sorted(choices)
+    if kind == "outer":  # 1 first: the loop whole in its inner tiles (a short loop has room for nothing else)
+        return [1] + sorted((d for d in choices if d != 1), key=near(4))
+    # The inner reduction tile: none (1: the reduction runs outside the register tile's loops), or a block of
+    # about two vectors' worth of products per accumulator.
+    return [1] + sorted((d for d in choices if d != 1), key=near(2 * lanes))
+
+
+def _divisors_of(space: TilesSpace, loop: str) -> tuple[int, ...]:
+    coord = next(c for c in space.coordinates if c.knob == loop and c.level == space.spatial_levels - 1)
+    return coord.choices
+
+
+def benchmark_bounds(space: TilesSpace, max_configs: int = DEFAULT_MAX_CONFIGS,
+                     anchor: Config | None = None) -> dict[str, tuple[int, ...]]:
+    """The bounds of the benchmark sub-space of the (unbounded) ``space``: at most ``max_configs`` configs, and
+    every coordinate value of ``anchor`` (a config of ``space``) among them."""
+    if space.bounds is not None:
+        raise SpaceError("benchmark_bounds starts from the full tiles space, not a bounded one")
+    if max_configs < 1:
+        raise SpaceError(f"max_configs must be at least 1, got {max_configs}")
+    coords = list(space.coordinates)
+    ranked = {c.label: ranked_choices(space, c) for c in coords}
+    kinds = {c.label: coordinate_kind(space, c) for c in coords}
+    keep = {label: min(START_CHOICES[kinds[label]], len(ranked[label])) for label in ranked}
+    if anchor is not None:  # the anchor's values go first, and are never dropped (see the module docs)
+        space.check(anchor)
+        for c in coords:
+            value = anchor[c.knob] if c.level < 0 else anchor[c.knob][c.level]
+            ranked[c.label] = [value] + [v for v in ranked[c.label] if v != value]
+
+    order = {c.label: c.choices for c in coords}
+
+    def bounds() -> dict[str, tuple[int, ...]]:  # each coordinate's kept choices, in its own (ascending) order
+        return {label: tuple(sorted(ranked[label][:keep[label]], key=order[label].index)) for label in ranked}
+
+    def count() -> int:
+        try:
+            return TilesSpace.for_target(space.target)(space.workload, space.target, bounds=bounds(),
+                                                       **_options(space)).tiling.count()
+        except SpaceError:  # the bounds leave a loop no tiling: as good as empty
+            return 0
+
+    size = count()
+    fixed: set[str] = set()  # coordinates whose remaining choices every loop tiling needs
+    while size > max_configs:
+        droppable = [label for label in ranked if keep[label] > 1 and label not in fixed]
+        if not droppable:
+            break
+        label = max(droppable, key=lambda lb: (keep[lb], -DROP_ORDER.index(kinds[lb])))
+        keep[label] -= 1
+        smaller = count()
+        if smaller == 0:  # this choice was the only way to tile the loop: keep it, cut elsewhere
+            keep[label] += 1
+            fixed.add(label)
+            continue
+        size = smaller
+    if size == 0:
+        raise SpaceError(f"no benchmark sub-space of {space.workload.label} within {max_configs} configs")
+    return bounds()
+
+
+def _options(space: TilesSpace) -> Mapping:
+    options = dict(space.options)
+    options.pop("bounds", None)
+    return options

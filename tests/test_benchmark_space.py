@@ -1,0 +1,120 @@
+"""Bounded tiles spaces and the benchmark sub-spaces that landscapes measure (no kernel is built)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from tensorgym.catalog import make_agent, make_space
+from tensorgym.spaces.base import SpaceError
+from tensorgym.spaces.tiles.benchmark import benchmark_bounds, benchmark_space
+from tensorgym.spaces.tiles.space import TilesSpace
+from tensorgym.target import constructed_cpu
+from tensorgym.tuner import Tuner
+from tensorgym.workloads import conv2d, matmul
+
+from fakes import SYMBOLIC_CPU, SyntheticEvaluator, peak_at
+
+BOUNDS = {"i.1": (2, 4), "i.3": (4, 8), "j.3": (16, 32), "k.1": (4, 8), "unroll": (0, 64)}
+
+
+def bounded() -> TilesSpace:
+    return make_space("tiles", matmul(64, 64, 64, name="mm64"), SYMBOLIC_CPU, bounds=BOUNDS)
+
+
+def test_a_bounded_space_lists_exactly_its_valid_configs():
+    space = bounded()
+    configs = space.configs()
+    assert len(configs) == len(set(configs)) == space.tiling.count()
+    full = TilesSpace(space.workload, SYMBOLIC_CPU)
+    for config in configs:
+        full.check(config)  # a config of the full space, so the two share records
+        space.check(config)
+        assert config["i"][1] in (2, 4) and config["i"][3] in (4, 8) and config["unroll"] in (0, 64)
+    # Counted by hand: i levels 1-3 = {2,4} x {1..64 divisors} x {4,8} with the product dividing 64, etc.
+    rng = np.random.default_rng(0)
+    outside = next(c for c in (full.sample(rng) for _ in range(1000)) if not space.is_valid(c))
+    with pytest.raises(SpaceError, match="outside the bounded space|must be one of"):
+        space.check(outside)
+
+
+def test_moves_samples_and_hops_stay_inside():
+    space = bounded()
+    members = set(space.configs())
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        config = space.sample(rng)
+        assert config in members
+        assert set(space.neighbours(config)) <= members
+        assert set(space.neighbours(config, hops=2)) <= members
+        mask = space.hop_mask(config)
+        for i in range(len(space.coordinates)):
+            for d, allowed in ((1, mask[2 * i]), (-1, mask[2 * i + 1])):
+                hopped = space.hop(config, i, d)
+                assert (hopped is not None) == allowed
+                assert hopped is None or hopped in members
+    assert all(len(c.choices) <= len(dict(BOUNDS).get(c.label, c.choices)) for c in space.coordinates)
+
+
+def test_a_bounded_space_survives_pickling_and_rebuilds_from_its_options():
+    space = bounded()
+    again = pickle.loads(pickle.dumps(space))
+    assert again.bounds == space.bounds and again.configs() == space.configs()
+    rebuilt = make_space("tiles", space.workload, SYMBOLIC_CPU, **space.options)
+    assert rebuilt.configs() == space.configs()
+
+
+@pytest.mark.parametrize("bounds, message", [
+    ({"q.1": (1,)}, "not a coordinate"),
+    ({"i.1": (3,)}, "not among its choices"),
+    ({"i.1": ()}, "non-empty"),
+    ({"i.1": (64,), "i.2": (64,)}, "no tiling"),
+])
+def test_bad_bounds_are_refused_in_one_line(bounds, message):
+    with pytest.raises(SpaceError, match=message) as info:
+        make_space("tiles", matmul(64, 64, 64), SYMBOLIC_CPU, bounds=bounds)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("agent", ["random", "ga", "dgd", "optuna", "ga-random-model", "dgd-random-model"])
+def test_every_search_agent_stays_inside_a_bounded_space(agent):
+    space = bounded()
+    members = set(space.configs())
+    evaluator = SyntheticEvaluator(space, peak_at(space, space.sample(np.random.default_rng(5))))
+    options = {"batch_size": 8, "population": 64} if agent.startswith("ga") else {}
+    if agent.startswith("dgd"):
+        options = {"initial_samples": 8}
+    Tuner(evaluator, budget=40).run(make_agent(agent, **options), seed=0)
+    assert evaluator.requests and set(evaluator.requests) <= members
+
+
+@pytest.mark.parametrize("profile, lanes", [("znver4", 16), ("znver3", 8)])
+def test_benchmark_rules_favour_whole_vectors_and_fit_the_size(profile, lanes):
+    target = constructed_cpu(profile)
+    space = benchmark_space(matmul(512, 3072, 768, name="M3"), target, max_configs=3000)
+    assert 0 < len(space.configs()) <= 3000
+    assert all(j % lanes == 0 for j in space.bounds["j.3"])  # the vectorised loop's innermost tile
+    assert space.bounds["i.2"][0] == 1  # no S2 tile is the first choice: an S2 tile spills the accumulators
+    conv = benchmark_space(conv2d(1, 128, 28, 28, 128, 3, 3, 1, 1), target, max_configs=2500)
+    assert 0 < len(conv.configs()) <= 2500
+    assert benchmark_bounds(TilesSpace(conv.workload, target), 2500) == conv.bounds  # deterministic
+
+
+def test_benchmark_space_refuses_a_size_it_cannot_meet():
+    with pytest.raises(SpaceError, match="max_configs"):
+        benchmark_space(matmul(64, 64, 64), SYMBOLIC_CPU, max_configs=0)
+
+
+def test_an_anchor_config_is_always_inside_its_benchmark_space():
+    target = constructed_cpu("znver4")
+    workload = conv2d(1, 128, 28, 28, 256, 1, 1, 2, 0)  # ResNet-18 C7's shape: 14 x 14 outputs, one vector a row
+    full = TilesSpace(workload, target)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        anchor = full.sample(rng)
+        space = benchmark_space(workload, target, max_configs=2000, anchor=anchor)
+        assert anchor in set(space.configs()) and len(space.configs()) <= 2000
+    with pytest.raises(SpaceError):
+        benchmark_space(workload, target, anchor=full.sample(rng).replace(unroll=3))
