@@ -157,7 +157,7 @@ class MetaScheduleNetworkTuner(JobOptions):
                     log.warning("none of MetaSchedule's best schedules of %s ran correctly under tensorgym's "
                                 "measurer", task.label)
             tasks.append(result)
-        extra = {"metaschedule_estimate_s": timeline[-1].estimate_s if timeline else None,
+        extra = {"metaschedule_estimate_s": timeline[-1].best_latency_s if timeline else None,
                  "metaschedule_tune_s": data["tune_s"], "retimed": retimed, "unmatched": data["unmatched"],
                  "mismatched": data["mismatched"], "tvm": data["tvm"]}
         estimate = network.estimate([t.best_latency_s for t in tasks])
