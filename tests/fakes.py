@@ -228,3 +228,18 @@ def synthetic_result(agent: str, gflops: list[float], seed: int) -> TuningResult
         best = max(best, g)
         trials.append(Trial(i + 1, 0.5 * (i + 1), None, "ok", g, best, True))
     return TuningResult(agent, "w", "w", "tiles", "t", seed, len(gflops), None, trials, None, best)
+
+
+def synthetic_default_measurers(monkeypatch, make: Callable[..., Measurer]) -> list[Measurer]:
+    """Make the measurers of the process's default contexts with ``make(target=...)`` (a synthetic measurer class)
+    for one test; returns the list of those started, filled as they start."""
+    from tensorgym.context import DEFAULT_CONTEXTS
+
+    started: list[Measurer] = []
+
+    def factory(target):
+        started.append(make(target=target))
+        return started[-1]
+
+    monkeypatch.setattr(DEFAULT_CONTEXTS, "measurer_factory", factory)
+    return started

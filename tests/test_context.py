@@ -10,7 +10,7 @@ import sqlite3
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import SyntheticMeasurer
+from fakes import SyntheticMeasurer, synthetic_default_measurers
 
 import tensorgym
 from tensorgym.context import DEFAULT_CONTEXTS, ContextClosed, TuningContext
@@ -38,14 +38,7 @@ class ClosingMeasurer(SyntheticMeasurer):
 @pytest.fixture()
 def started(monkeypatch) -> list[ClosingMeasurer]:
     """The measurers of the process's default contexts are synthetic; returns those started."""
-    measurers: list[ClosingMeasurer] = []
-
-    def factory(target):
-        measurers.append(ClosingMeasurer(target=target))
-        return measurers[-1]
-
-    monkeypatch.setattr(DEFAULT_CONTEXTS, "measurer_factory", factory)
-    return measurers
+    return synthetic_default_measurers(monkeypatch, ClosingMeasurer)
 
 
 def _first_allowed(info) -> int:

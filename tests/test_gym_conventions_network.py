@@ -12,12 +12,11 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-from fakes import SyntheticMeasurer
+from fakes import SyntheticMeasurer, synthetic_default_measurers
 from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import TimeLimit
 
 from tensorgym import catalog
-from tensorgym.context import DEFAULT_CONTEXTS
 from tensorgym.database import Database
 from tensorgym.envs.network_env import NetworkEnv, default_episode_steps
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
@@ -39,14 +38,7 @@ def candidates_space(monkeypatch):
 @pytest.fixture()
 def shared_synthetic(monkeypatch):
     """The measurers that envs given no measurer= share are synthetic; returns those started."""
-    started: list[SyntheticMeasurer] = []
-
-    def factory(target):
-        started.append(SyntheticMeasurer(target=target))
-        return started[-1]
-
-    monkeypatch.setattr(DEFAULT_CONTEXTS, "measurer_factory", factory)
-    return started
+    return synthetic_default_measurers(monkeypatch, SyntheticMeasurer)
 
 
 def _make(db, **kwargs) -> gym.Env:
