@@ -66,6 +66,7 @@ class Agent(ABC):
         self.check_space(base.search_space.name)
         check_budget(budget, time_budget)
         seed = _seed(seed)
+        base.evaluator.seed(seed)  # a simulated evaluator's noise follows the run's seed, as the search does
         tuner = Tuner(base.evaluator, budget=budget, time_budget=time_budget, callback=callback,
                       label=f"{self.name} {base.workload.label}")
         return base, tuner, seed

@@ -853,7 +853,6 @@ def _landscape_run(workload_json: dict[str, Any], landscape_path: str, name: str
     start = time.monotonic()
     env = make_env(Workload.from_json(workload_json), space="tiles", backend="landscape", landscape=landscape_path)
     try:
-        env.unwrapped.reseed(seed)  # the run's latency draws follow its seed, as its search does
         result = make_agent(name, **options).tune(env, budget=budget, time_budget=time_budget, seed=seed)
         simulation = float(getattr(tuning_env(env).evaluator, "seconds", 0.0))
     finally:

@@ -89,6 +89,11 @@ class Evaluator(ABC):
         """The fastest latency known for the workload (None: none, or not known)."""
         return None
 
+    def seed(self, seed: int | None = None) -> None:
+        """Make the evaluator's own randomness follow a run's seed (a simulated one's noise); measuring and
+        replaying evaluators have none."""
+        return None
+
     def time_in_full(self, record: Record) -> Record:
         """``record`` timed again by the full protocol where this evaluator can time (else unchanged)."""
         return record

@@ -100,7 +100,6 @@ def _tune_on_landscape(args: argparse.Namespace, workload, agent, space: str) ->
                                    "drop --space, --packing, --layout, --rpc and --target")
     env = make_env(workload, space="tiles", backend="landscape", landscape=args.landscape)
     try:
-        env.unwrapped.reseed(args.seed)  # the latency draws follow the seed, as the search does
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())
         landscape = env.unwrapped.evaluator.landscape
