@@ -16,16 +16,22 @@
 * the trials each run needs to reach the reference's mean best at the
   largest budget (``None``: never within its budget);
 * seed 000's time-based headline: DGD's best after ``dgd_seconds`` of tuning
-  clock against the GA's best after the largest budget, the ratio of means
-  with its interval (a DGD run whose clock ended earlier is capped by its
-  budget, and the report says so);
+  clock against the GA's best after the largest budget (or after
+  ``headline_trials`` trials of the runs named by ``headline_ga``, e.g. the GA
+  at 1,000 trials), the ratio of means with its interval (a DGD run whose
+  clock ended earlier is capped by its budget, and the report says so), and
+  the run-to-run variability of both as seed 000 defines it (Eq. 1:
+  ``(max - min) / max`` of the runs' bests);
+* with ``optima`` (a landscape's true optimum per env), each agent's best as
+  a fraction of it;
 * how well the models predicted while searching: the mean per-round Spearman
   from each run's prediction log, and for the GA the mean GFLOP/s of the
   model's picks against the eps-greedy random picks of the same rounds.
 
 Across envs it checks the targets: GA and DGD above random at the largest
-budget on at least ``need`` envs, and the geometric mean over envs of
-DGD@2min / GA@largest >= 0.95. Nothing here favours an agent: a worse agent
+budget, and at every budget, on at least ``need`` envs; each above its
+ablation at the largest budget on as many; and the geometric mean over envs
+of DGD@2min / GA@largest >= 0.95. Nothing here favours an agent: a worse agent
 gets a ratio below 1 and ``above: false``.
 """
 
@@ -77,13 +83,31 @@ def _predictions(runs: Sequence[TuningResult]) -> dict[str, Any]:
             "rounds_compared": len(model_means)}
 
 
+def variability(values: Sequence[float | None]) -> float | None:
+    """Seed 000's run-to-run variability (its Eq. 1): ``(max - min) / max`` of the runs' bests (None: no runs)."""
+    kept = [float(v) for v in values if v is not None]
+    if not kept or max(kept) <= 0:
+        return None
+    return (max(kept) - min(kept)) / max(kept)
+
+
 def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets: Sequence[int] = (128, 512),
             time_points: Sequence[float] = (60.0, 120.0, 180.0, 240.0, 300.0), reference: str = "random",
             dgd: str = "dgd", ga: str = "ga", dgd_seconds: float = 120.0, need: int = 2,
-            labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The report as data (see the module docs); ``results``: env -> agent -> runs (one per seed)."""
+            labels: Mapping[str, str] | None = None, *, headline_dgd: str | None = None,
+            headline_ga: str | None = None, headline_trials: int | None = None,
+            optima: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The report as data (see the module docs); ``results``: env -> agent -> runs (one per seed).
+
+    ``headline_dgd`` / ``headline_ga``: the runs the headline compares (default ``dgd`` and ``ga``: runs with a longer
+    budget can be kept under other names, e.g. ``"ga@1000"``); ``headline_trials``: the GA's trials there (default:
+    the largest budget). ``optima``: env -> the true optimum's GFLOP/s, for the fraction-of-optimum figures.
+    """
     budgets = sorted(int(b) for b in budgets)
     top = budgets[-1]
+    headline_dgd = headline_dgd or dgd
+    headline_ga = headline_ga or ga
+    ga_trials = int(headline_trials or top)
     time_points = sorted({float(t) for t in time_points} | {float(dgd_seconds)})
     envs: dict[str, Any] = {}
     for env_id, by_agent in results.items():
@@ -97,6 +121,8 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
             for b in budgets:
                 values = [r.best_at(trials=b) for r in runs]
                 entry[f"@{b}"] = _stat(values)
+                if optima and optima.get(env_id):
+                    entry[f"opt@{b}"] = _stat([None if v is None else v / optima[env_id] for v in values])
                 if agent != reference and ref_runs:
                     entry[f"vs_{reference}@{b}"] = compare_runs(values, ref_best[b]).to_json()
             for t in time_points:
@@ -120,13 +146,18 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
                                                             [r.best_at(trials=b) for r in by_agent[ablation]]).to_json()
                                       for b in budgets}
         headline = None
-        if dgd in by_agent and ga in by_agent:
-            dgd_values = [r.best_at(seconds=dgd_seconds) for r in by_agent[dgd]]
-            ga_values = [r.best_at(trials=top) for r in by_agent[ga]]
-            capped = sum(1 for r in by_agent[dgd] if r.trials and r.trials[-1].elapsed_s < dgd_seconds)
-            headline = {**compare_runs(dgd_values, ga_values).to_json(), "dgd_runs_capped_by_budget": capped}
+        if headline_dgd in by_agent and headline_ga in by_agent:
+            dgd_runs = by_agent[headline_dgd]
+            dgd_values = [r.best_at(seconds=dgd_seconds) for r in dgd_runs]
+            ga_values = [r.best_at(trials=ga_trials) for r in by_agent[headline_ga]]
+            capped = sum(1 for r in dgd_runs if r.trials and r.trials[-1].elapsed_s < dgd_seconds)
+            headline = {**compare_runs(dgd_values, ga_values).to_json(), "dgd_runs_capped_by_budget": capped,
+                        "variability": {"dgd_at_seconds": variability(dgd_values),
+                                        "dgd_at_trials": variability([r.best_at(trials=ga_trials) for r in dgd_runs]),
+                                        "ga_at_trials": variability(ga_values)}}
         envs[env_id] = {"label": (labels or {}).get(env_id, ""), "threshold": threshold, "agents": agents,
-                        "ablations": ablations, "headline": headline}
+                        "ablations": ablations, "headline": headline,
+                        "optimum": (optima or {}).get(env_id)}
 
     def above(agent: str, key: str = f"vs_{reference}@{top}") -> list[str]:
         """Envs where ``agent``'s mean is above the reference's and the 95 % intervals do not overlap."""
@@ -137,19 +168,43 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
                 out.append(env_id)
         return out
 
+    def above_everywhere(agent: str) -> list[str]:
+        """Envs where ``agent`` is above the reference at every budget."""
+        sets = [set(above(agent, f"vs_{reference}@{b}")) for b in budgets]
+        return [e for e in envs if all(e in s for s in sets)]
+
+    def above_ablation(agent: str) -> list[str]:
+        out = []
+        for env_id, env in envs.items():
+            cmp = env["ablations"].get(agent, {}).get(f"@{top}")
+            if cmp and cmp["separated"] and cmp["mean_a"] > cmp["mean_b"]:
+                out.append(env_id)
+        return out
+
+    # Landscape runs have nothing re-timed at the end (the landscape is the measurement).
+    retimed_anywhere = any(agent["re-timed"]["mean"] is not None for env in envs.values()
+                           for agent in env["agents"].values())
     ratios = [r["headline"]["ratio"] for r in envs.values() if r["headline"]]
     headline_geomean = geomean(ratios)
+    enough = min(need, len(envs))
+    every = "@" + ",".join(str(b) for b in budgets)
     targets = {
-        f"{ga} above {reference}@{top}": {"envs": above(ga), "met": len(above(ga)) >= min(need, len(envs))},
-        f"{dgd} above {reference}@{top}": {"envs": above(dgd), "met": len(above(dgd)) >= min(need, len(envs))},
+        f"{ga} above {reference}@{top}": {"envs": above(ga), "met": len(above(ga)) >= enough},
+        f"{dgd} above {reference}@{top}": {"envs": above(dgd), "met": len(above(dgd)) >= enough},
+        **{f"{a} above {reference}{every}": {"envs": above_everywhere(a), "met": len(above_everywhere(a)) >= enough}
+           for a in (ga, dgd) if len(budgets) > 1},
+        **{f"{a} above {ABLATIONS[a]}@{top}": {"envs": above_ablation(a), "met": len(above_ablation(a)) >= enough}
+           for a in (ga, dgd) if any(a in env["ablations"] for env in envs.values())},
         **{f"{a} above {reference}, final bests re-timed": {
             "envs": above(a, f"re-timed_vs_{reference}"),
-            "met": len(above(a, f"re-timed_vs_{reference}")) >= min(need, len(envs))} for a in (ga, dgd)},
-        f"{dgd}@{dgd_seconds:g}s / {ga}@{top}": {"geomean": headline_geomean, "met": headline_geomean is not None
-                                                 and headline_geomean >= HEADLINE_RATIO},
+            "met": len(above(a, f"re-timed_vs_{reference}")) >= min(need, len(envs))} for a in (ga, dgd)
+           if retimed_anywhere},
+        f"{dgd}@{dgd_seconds:g}s / {ga}@{ga_trials}": {"geomean": headline_geomean, "met": headline_geomean is not None
+                                                       and headline_geomean >= HEADLINE_RATIO},
     }
     return {"settings": {"budgets": budgets, "time_points": list(time_points), "reference": reference,
-                         "dgd_seconds": dgd_seconds, "need": need}, "envs": envs, "targets": targets}
+                         "dgd_seconds": dgd_seconds, "need": need, "headline_dgd": headline_dgd,
+                         "headline_ga": headline_ga, "headline_trials": ga_trials}, "envs": envs, "targets": targets}
 
 
 # -- text ----------------------------------------------------------------------------------
@@ -159,6 +214,14 @@ def _ci(stat: Mapping[str, Any], digits: int = 1) -> str:
     low, high = stat["ci"]
     text = f"{stat['mean']:.{digits}f}"
     return text + (f" [{low:.{digits}f}, {high:.{digits}f}]" if low is not None else "")
+
+
+def _percent(stat: Mapping[str, Any]) -> dict[str, Any]:
+    """A fraction's statistic in per cent."""
+    def scale(v: float | None) -> float | None:
+        return None if v is None else 100.0 * v
+
+    return {**stat, "mean": scale(stat["mean"]), "ci": [scale(c) for c in stat["ci"]]}
 
 
 def _p(value: float | None) -> str:
@@ -181,10 +244,11 @@ def render(report: Mapping[str, Any]) -> str:
     for env_id, env in report["envs"].items():
         lines.append(f"\n== {env_id} {('(' + env['label'] + ')') if env['label'] else ''}: best GFLOP/s, mean "
                      f"[95 % interval] over seeds; ratio to {reference} [bootstrap 95 %], Welch p ==")
-        header = ["agent", "n"] + [f"@{b}" for b in budgets] + [f"/{reference}@{top}", "p", "re-timed",
-                                                                 f"re-timed/{reference}",
-                                                                 f"@{settings['dgd_seconds']:g}s",
-                                                                 f"trials to {reference}@{top}", "model rho"]
+        optimum = env.get("optimum")
+        retimed = any(entry["re-timed"]["mean"] is not None for entry in env["agents"].values())
+        header = (["agent", "n"] + [f"@{b}" for b in budgets] + ([f"%opt@{top}"] if optimum else [])
+                  + [f"/{reference}@{top}", "p"] + (["re-timed", f"re-timed/{reference}"] if retimed else [])
+                  + [f"@{settings['dgd_seconds']:g}s", f"trials to {reference}@{top}", "model rho"])
         cells = []
         for agent, entry in env["agents"].items():
             cmp = entry.get(f"vs_{reference}@{top}")
@@ -192,10 +256,11 @@ def render(report: Mapping[str, Any]) -> str:
             reach_text = (f"{reach['median']:.0f} ({reach['reached']}/{len(reach['values'])})"
                           if reach["median"] is not None else f"- (0/{len(reach['values'])})")
             rho = entry["predictions"]["mean_rho"]
-            cells.append([agent, str(len(entry["seeds"]))] + [_ci(entry[f"@{b}"]) for b in budgets]
-                         + [_ratio(cmp), _p(cmp["p_welch"]) if cmp else "-", _ci(entry["re-timed"]),
-                            _ratio(entry.get(f"re-timed_vs_{reference}")),
-                            _ci(entry[f"@{settings['dgd_seconds']:g}s"]), reach_text,
+            opt = [_ci(_percent(entry[f"opt@{top}"]), 0)] if optimum else []
+            cells.append([agent, str(len(entry["seeds"]))] + [_ci(entry[f"@{b}"]) for b in budgets] + opt
+                         + [_ratio(cmp), _p(cmp["p_welch"]) if cmp else "-"]
+                         + ([_ci(entry["re-timed"]), _ratio(entry.get(f"re-timed_vs_{reference}"))] if retimed else [])
+                         + [_ci(entry[f"@{settings['dgd_seconds']:g}s"]), reach_text,
                             f"{rho['mean']:.2f}" if rho["mean"] is not None else "-"])
         lines.append(format_table(cells, header))
         for learned, by_budget in env["ablations"].items():
@@ -211,8 +276,18 @@ def render(report: Mapping[str, Any]) -> str:
             h = env["headline"]
             capped = (f"; {h['dgd_runs_capped_by_budget']} DGD run(s) ended before that clock (capped by budget)"
                       if h["dgd_runs_capped_by_budget"] else "")
-            lines.append(f"dgd@{settings['dgd_seconds']:g}s / ga@{top}: {_ratio(h)} (Welch p {_p(h['p_welch'])})"
-                         f"{capped}")
+            trials = settings.get("headline_trials", top)
+            var = h.get("variability") or {}
+
+            def pct(value: float | None) -> str:
+                return "-" if value is None else f"{100 * value:.1f} %"
+
+            lines.append(f"dgd@{settings['dgd_seconds']:g}s / ga@{trials} (runs: {settings.get('headline_dgd', 'dgd')}"
+                         f", {settings.get('headline_ga', 'ga')}): {_ratio(h)} (Welch p {_p(h['p_welch'])}){capped}")
+            if var:
+                lines.append(f"variability (max - min) / max over seeds: dgd@{settings['dgd_seconds']:g}s "
+                             f"{pct(var['dgd_at_seconds'])}, dgd@{trials} {pct(var['dgd_at_trials'])}, "
+                             f"ga@{trials} {pct(var['ga_at_trials'])}")
     lines.append("\n== targets ==")
     for name, target in report["targets"].items():
         detail = (f"envs: {', '.join(target['envs']) or 'none'}" if "envs" in target

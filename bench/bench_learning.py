@@ -1,38 +1,39 @@
-"""Benchmark of learned search: random, GA, DGD, Optuna and the two random-model ablations, with statistics.
+"""Benchmark of learned search, with statistics: on this CPU's shipped landscapes (default) or live.
 
-Runs ``compare`` per layer (``--envs``) with every agent at ``--budget``
-measurements (512 by default) and ``--seeds`` seeds (5), one run at a time,
-into one database, then reads every result back and reports
-(:mod:`tensorgym.baselines.learning`):
+**On landscapes** (the default; nothing compiled, runs spread over the cores, minutes not hours), one
+report per CPU, ``bench/reports/learning/<cpu>.txt`` (and ``.json``), with the commands that reproduce it:
 
-* the best GFLOP/s after 128 and 512 measurements and after 1-5 minutes of
-  tuning clock, mean and 95 % interval over seeds, and the final best
-  re-timed at the end; each agent against random (ratio of means with a
-  bootstrap interval, Welch's p) and against its ablation (``ga`` vs
-  ``ga-random-model``, ``dgd`` vs ``dgd-random-model``: what the model adds);
-* the trials each run needs to reach random@512's mean best;
-* seed 000's headline: DGD after 2 minutes of tuning clock against GA after
-  512 measurements;
-* the targets (GA and DGD above random at 512 with non-overlapping 95 %
-  intervals on >= 2 layers; DGD@2min >= 0.95 x GA@512).
+1. **leaderboard**: ``compare --backend landscape`` with random, GA, DGD, Optuna and the two random-model
+   ablations on every shipped layer of this CPU (``--seeds`` 20 x ``--budget`` 512 trials): the mean best
+   with 95 % intervals at 16..512 trials and at 30 s..5 min of simulated clock, each agent's fraction of the
+   true optimum, the methodology score against the true optimum, the HTML page, and the run's wall time split
+   into agent compute and simulation. Written to ``bench/reports/landscapes/leaderboard.{txt,md,html}``.
+2. **long**: the GA and DGD at ``--headline-trials`` (1,000) trials, for seed 000's headline: DGD after
+   2 minutes of simulated clock against the GA after 1,000 trials, with seed 000's run-to-run
+   variability (its Eq. 1).
+3. The learning report over both (:mod:`tensorgym.baselines.learning`): GA and DGD against random at 128
+   and 512 trials and against their random-model ablations (ratio of means with a bootstrap interval,
+   Welch's p, whether the 95 % intervals separate); the targets of issue 23 (targets 1 and 2).
+4. **the other targets** of the issue, each from its own benchmark's JSON report when it exists: the cost
+   model's recall of the true top 10 % (``bench_cost_model_landscape.py``), the one-shot predictor and the
+   RL policies on held-out layers (``bench_learning_heldout.py``), and the Minari export. Pass
+   ``--run-others`` to run them first.
 
-The @128 columns read the first 128 trials of the 512-trial runs: every
-agent here makes the same first ``k`` trials whatever its budget (random,
-GA and DGD by construction; Optuna's TPE does not look at the budget), so
-one run per seed serves both budgets.
+The @128 columns read the first 128 trials of the 512-trial runs: every agent here makes the same first
+``k`` trials whatever its budget (random, GA and DGD by construction; Optuna's TPE does not look at the
+budget), so one run per seed serves every budget. Finished runs are read back from ``--out``
+(``work/learning-<cpu>`` by default, git-ignored): an interrupted run goes on where it stopped.
 
-**Long.** 6 agents x 5 seeds x 512 measurements per layer: about 2-3 hours
-per layer on 2 cores. Each layer is its own ``compare`` run in
-``<out>/<layer>/``, so the work can be split (one ``--envs`` per
-invocation, on different days or machines with their own ``--db``) and is
-resumable: finished runs are read back from their result files, an
-interrupted one is replayed from the database for free. ``--report-only``
-reports on every layer found in ``--out`` without running anything.
+    python bench/bench_learning.py                      # the full run on landscapes (about 30-60 min on 2 cores)
+    python bench/bench_learning.py --seeds 3 --budget 64 --headline-trials 128 --out /tmp/learn-smoke \
+        --report-dir /tmp/learn-smoke/reports          # a smoke run (a minute)
 
-Smoke run (a minute)::
+**Live** (``--live``): the same agents compiled and timed on this machine, one run at a time, into one
+database (``--db``), each layer its own ``compare`` run in ``<out>/<layer>/`` with the vendors and every
+run's best re-timed at the end. 6 agents x 5 seeds x 512 measurements is 2-3 hours per layer on 2 cores::
 
-    python bench/bench_learning.py --envs Matmul-BERT-M0-v0 --budget 12 --seeds 2 --budgets 8,12 \\
-        --agent-option ga:population=64 --agent-option ga-random-model:population=64 --no-vendor \\
+    python bench/bench_learning.py --live --envs Matmul-BERT-M0-v0 --budget 12 --seeds 2 --budgets 8,12 \
+        --agent-option ga:population=64 --agent-option ga-random-model:population=64 --no-vendor \
         --db /tmp/learn-smoke.db --out /tmp/learn-smoke
 """
 
@@ -42,19 +43,33 @@ import argparse
 import ast
 import json
 import logging
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tensorgym.baselines.compare import compare
 from tensorgym.baselines.learning import analyse, plot, render
+from tensorgym.baselines.render import caption, markdown, text_table
 from tensorgym.cli.args import float_list, int_list, seed_list
+from tensorgym.landscape import cpu_folder, shipped_env_ids
+from tensorgym.target import resolve_target
 from tensorgym.text import slug
 from tensorgym.tuner import TuningResult
 
-DEFAULT_ENVS = ("Conv2d-ResNet-R5-v0", "Conv2d-YOLO-Y10-v0", "Matmul-BERT-M3-v0")
+from report_header import HERE, emit, header
+
+LIVE_ENVS = ("Conv2d-ResNet-R5-v0", "Conv2d-YOLO-Y10-v0", "Matmul-BERT-M3-v0")
 DEFAULT_AGENTS = ("random", "ga", "dgd", "optuna", "ga-random-model", "dgd-random-model")
-TIME_POINTS = (60.0, 120.0, 180.0, 240.0, 300.0)
+LIVE_TIME_POINTS = (60.0, 120.0, 180.0, 240.0, 300.0)
+LANDSCAPE_TIME_POINTS = (30.0, 60.0, 120.0, 300.0)
+LANDSCAPE_TRIAL_POINTS = (16, 32, 64, 128, 256, 512)
+# The other targets' own benchmarks: their JSON reports are read into this one (``--run-others`` runs them).
+OTHER_REPORTS = {
+    "cost model (target 3)": ("bench_cost_model_landscape.py", "landscapes/cost_model.json"),
+    "held-out layers: one-shot and RL (targets 4 and 5)": ("bench_learning_heldout.py",
+                                                           "landscapes/learning_heldout.json"),
+}
 
 
 def agent_option(text: str) -> tuple[str, str, object]:
@@ -90,46 +105,170 @@ def load(out: Path) -> tuple[dict[str, dict[str, list[TuningResult]]], dict[str,
     return results, labels
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--envs", default=",".join(DEFAULT_ENVS), help="comma-separated env ids")
-    parser.add_argument("--agents", default=",".join(DEFAULT_AGENTS), help="comma-separated agents")
-    parser.add_argument("--budget", type=int, default=512, help="measurements per run (default: 512)")
-    parser.add_argument("--budgets", type=int_list, default=(128, 512),
-                        help="trial budgets the report reads (default: 128,512; the largest <= --budget)")
-    parser.add_argument("--seeds", type=seed_list, default=5, help="number of seeds or a list (default: 5)")
-    parser.add_argument("--time-points", type=float_list, default=TIME_POINTS, help="seconds of tuning clock")
-    parser.add_argument("--dgd-seconds", type=float, default=120.0, help="DGD's clock in the headline (120)")
-    parser.add_argument("--agent-option", type=agent_option, action="append", default=[],
-                        help="agent:key=value, e.g. ga:features=af (repeatable)")
-    parser.add_argument("--db", default="bench-learning.db", help="database shared by all runs")
-    parser.add_argument("--out", default="bench-learning", help="output directory (one sub-directory per layer)")
-    parser.add_argument("--remeasure", type=int, default=3, help="rounds of re-timing every winner (default: 3)")
-    parser.add_argument("--no-vendor", action="store_true", help="skip the vendor libraries")
-    parser.add_argument("--report-only", action="store_true", help="report on what --out holds; run nothing")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if max(args.budgets) > args.budget:
-        parser.error(f"--budgets {args.budgets} go beyond --budget {args.budget}")
-    out = Path(args.out)
+def _by_agent(board) -> dict[str, dict[str, list[TuningResult]]]:
+    out: dict[str, dict[str, list[TuningResult]]] = {}
+    for (env_id, agent), runs in board.results.items():
+        out.setdefault(env_id, {})[agent] = list(runs)
+    return out
+
+
+def _failures(board) -> int:
+    for error in board.errors:
+        print(f"FAILED: {error['agent']} on {error['env']} (seed {error['seed']}): "
+              f"{error['error'].splitlines()[0]}")
+    return len(board.errors)
+
+
+def _timing_text(board, what: str) -> str:
+    t = board.timing or {}
+    if not t:
+        return f"{what}: every run read back from earlier results (no wall time this time)"
+    return (f"{what}: {t['runs_now']} runs now, {t['jobs']} at a time: {t['wall_s'] / 60:.1f} min wall; of the runs' "
+            f"own seconds, {t['agent_and_loop_s']:.0f} s agent compute and tuning loop, {t['simulation_s']:.1f} s "
+            f"answering from the landscapes")
+
+
+def _other_reports(run: bool, quiet: bool) -> list[str]:
+    """The other targets' reports, summarised from their JSON (run first when ``run``)."""
+    lines = []
+    for title, (script, report) in OTHER_REPORTS.items():
+        path = HERE / "reports" / report
+        command = f"python bench/{script}"
+        if run:
+            subprocess.run([sys.executable, str(HERE / script)], check=False,
+                           stdout=subprocess.DEVNULL if quiet else None)
+        lines.append(f"\n== {title} ==\ncommand: {command}; report: bench/reports/{report[:-5]}.txt")
+        if not path.exists():
+            lines.append("not run yet on this machine (no report)")
+            continue
+        data = json.loads(path.read_text())
+        summary = data.get("summary") or data.get("targets")
+        lines.append(json.dumps(summary, indent=1) if summary is not None else "(its report has no summary)")
+    return lines
+
+
+def _minari_exports(envs: list[str], cpu: str, out: Path, episodes: int) -> list[str]:
+    """Target 6: each landscape's trajectories as a Minari dataset, loaded back with ``minari.load_dataset``."""
+    lines = [f"\n== offline RL data: Minari datasets (target 6) ==\ncommand: tensorgym dataset minari ENV_ID "
+             f"--landscape {cpu} --episodes {episodes} --greedy 0.25 --out {out}"]
+    try:
+        import minari
+
+        from tensorgym.dataset.minari_export import export_landscape_dataset
+    except ImportError as exc:
+        return [*lines, f"not run: {exc} (pip install 'tensorgym[minari]')"]
+    import os
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)  # an export never overwrites a dataset: write them afresh
+    for env_id in envs:
+        export = export_landscape_dataset(env_id, landscape=cpu, episodes=episodes, greedy=0.25, out=out)
+        saved = os.environ.get("MINARI_DATASETS_PATH")
+        os.environ["MINARI_DATASETS_PATH"] = str(out)
+        try:
+            dataset = minari.load_dataset(export.dataset_id)
+            lines.append(f"{export.summary()}; minari.load_dataset: {dataset.total_episodes} episodes, "
+                         f"{dataset.total_steps} steps")
+        finally:
+            if saved is None:
+                os.environ.pop("MINARI_DATASETS_PATH", None)
+            else:
+                os.environ["MINARI_DATASETS_PATH"] = saved
+    return lines
+
+
+def run_landscapes(args: argparse.Namespace) -> int:
+    target = resolve_target(None)
+    cpu = args.landscape or cpu_folder(target)
+    envs = ([e.strip() for e in args.envs.split(",") if e.strip()] if args.envs else shipped_env_ids(cpu))
+    if not envs:
+        print(f"no landscapes shipped for {cpu}: measure them first (README, 'Landscapes')", file=sys.stderr)
+        return 2
+    out = Path(args.out or f"work/learning-{cpu}")
+    reports = Path(args.report_dir) if args.report_dir else HERE / "reports"
     options: dict[str, dict[str, object]] = {}
     for agent, key, value in args.agent_option:
         options.setdefault(agent, {})[key] = value
+    trial_points = tuple(sorted({p for p in LANDSCAPE_TRIAL_POINTS if p <= args.budget} | {args.budget}))
+    common = dict(backend="landscape", landscape=args.landscape, seeds=args.seeds, jobs=args.jobs,
+                  progress=not args.quiet, agent_options=options)
+    errors = 0
+    t0 = time.monotonic()
+    board = compare(envs, args.agents, budget=args.budget, trial_points=trial_points,
+                    time_points=LANDSCAPE_TIME_POINTS, out_dir=out / "leaderboard", **common)
+    errors += _failures(board)
+    long_agents = [a for a in ("ga", "dgd") if a in args.agents.split(",")]
+    long_board = None
+    if args.headline_trials > args.budget and long_agents:
+        long_board = compare(envs, long_agents, budget=args.headline_trials,
+                             trial_points=tuple(sorted({*trial_points, args.headline_trials})),
+                             time_points=LANDSCAPE_TIME_POINTS, out_dir=out / "long", plot=False, **common)
+        errors += _failures(long_board)
 
+    seeds = args.seeds if isinstance(args.seeds, int) else len(args.seeds)
+    head = header(f"Landscape leaderboard on {cpu}: {len(board.agents)} agents x {len(envs)} layers x {seeds} seeds "
+                  f"x {args.budget} trials", target)
+    landscapes = "; ".join(f"{e}: {f.path}" for e, f in board.landscapes.items())
+    leaderboard = "\n".join([*head, f"landscapes: {landscapes}", "", text_table(board), "", caption(board), "",
+                             _timing_text(board, "wall time")])
+    leaderboard_dir = reports / "landscapes"
+    leaderboard_dir.mkdir(parents=True, exist_ok=True)
+    (leaderboard_dir / "leaderboard.txt").write_text(leaderboard + "\n")
+    (leaderboard_dir / "leaderboard.md").write_text("\n".join(f"<!-- {line} -->" for line in head) + "\n\n"
+                                                     + markdown(board))
+    html = out / "leaderboard" / "compare.html"
+    if html.exists():
+        (leaderboard_dir / "leaderboard.html").write_text(html.read_text())
+
+    results = _by_agent(board)
+    if long_board is not None:
+        for env_id, by_agent in _by_agent(long_board).items():
+            for agent, runs in by_agent.items():
+                results.setdefault(env_id, {})[f"{agent}@{args.headline_trials}"] = runs
+    optima = {e: f.optimum_gflops for e, f in board.landscapes.items()}
+    headline_ga = f"ga@{args.headline_trials}" if long_board is not None else "ga"
+    headline_dgd = f"dgd@{args.headline_trials}" if long_board is not None else "dgd"
+    budgets = tuple(b for b in args.budgets if b <= args.budget) or (args.budget,)
+    report = analyse(results, budgets=budgets, time_points=LANDSCAPE_TIME_POINTS, dgd_seconds=args.dgd_seconds,
+                     need=min(3, len(envs)), labels=board.labels, headline_dgd=headline_dgd,
+                     headline_ga=headline_ga, headline_trials=args.headline_trials if long_board else None,
+                     optima=optima)
+    learning_head = header(f"What learns, and by how much: the learning agents on {cpu}'s landscapes", target)
+    text = "\n".join([*learning_head, f"landscapes: {landscapes}",
+                      f"runs: {seeds} seeds x {args.budget} trials per agent and layer; GA and DGD also "
+                      f"{args.headline_trials} trials for the headline; leaderboard: "
+                      f"bench/reports/landscapes/leaderboard.txt",
+                      _timing_text(board, "leaderboard wall time"),
+                      *([_timing_text(long_board, "long runs' wall time")] if long_board else []),
+                      render(report), *_other_reports(args.run_others, args.quiet),
+                      *_minari_exports(envs, cpu, out / "minari", args.minari_episodes)])
+    learning_dir = reports / "learning"
+    learning_dir.mkdir(parents=True, exist_ok=True)
+    emit(text + "\n", learning_dir / f"{cpu}.txt")
+    (learning_dir / f"{cpu}.json").write_text(json.dumps(report, indent=1))
+    paths = plot(results, out / "plots", board.labels)
+    print(f"\nwrote {learning_dir / (cpu + '.txt')}, {leaderboard_dir / 'leaderboard.txt'} and {len(paths)} plot(s) "
+          f"in {out / 'plots'} ({(time.monotonic() - t0) / 60:.1f} min)")
+    return 1 if errors else 0
+
+
+def run_live(args: argparse.Namespace) -> int:
+    if max(args.budgets) > args.budget:
+        print(f"--budgets {args.budgets} go beyond --budget {args.budget}", file=sys.stderr)
+        return 2
+    out = Path(args.out or "bench-learning")
+    options: dict[str, dict[str, object]] = {}
+    for agent, key, value in args.agent_option:
+        options.setdefault(agent, {})[key] = value
     errors = 0
     t0 = time.monotonic()
     if not args.report_only:
-        for env_id in [e.strip() for e in args.envs.split(",") if e.strip()]:
+        for env_id in [e.strip() for e in (args.envs or ",".join(LIVE_ENVS)).split(",") if e.strip()]:
             board = compare([env_id], args.agents, budget=args.budget, seeds=args.seeds, db=args.db,
                             time_points=args.time_points, trial_points=sorted(set(args.budgets)),
                             out_dir=out / slug(env_id), agent_options=options, vendor=not args.no_vendor,
                             progress=not args.quiet, remeasure=args.remeasure)
-            for error in board.errors:
-                errors += 1
-                print(f"FAILED: {error['agent']} on {error['env']} (seed {error['seed']}): "
-                      f"{error['error'].splitlines()[0]}")
-
+            errors += _failures(board)
     results, labels = load(out)
     if not results:
         print(f"no results under {out}", file=sys.stderr)
@@ -145,6 +284,47 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwrote {out / 'learning.txt'}, {out / 'learning.json'} and {len(paths)} plot(s) in {out / 'plots'}"
           f"{where} ({(time.monotonic() - t0) / 60:.1f} min)")
     return 1 if errors else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--live", action="store_true", help="compile and time on this machine instead of the "
+                        "landscapes")
+    parser.add_argument("--envs", default=None, help="comma-separated env ids (default: every layer with a landscape "
+                        f"for this CPU; live: {','.join(LIVE_ENVS)})")
+    parser.add_argument("--agents", default=",".join(DEFAULT_AGENTS), help="comma-separated agents")
+    parser.add_argument("--budget", type=int, default=512, help="trials per run (default: 512)")
+    parser.add_argument("--budgets", type=int_list, default=(128, 512),
+                        help="trial budgets the learning report reads (default: 128,512)")
+    parser.add_argument("--seeds", type=seed_list, default=None,
+                        help="number of seeds or a list (default: 20 on landscapes, 5 live)")
+    parser.add_argument("--dgd-seconds", type=float, default=120.0, help="DGD's clock in the headline (120)")
+    parser.add_argument("--agent-option", type=agent_option, action="append", default=[],
+                        help="agent:key=value, e.g. ga:features=af (repeatable)")
+    parser.add_argument("--out", default=None, help="where runs go (default: work/learning-<cpu> on landscapes, "
+                        "bench-learning live)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    land = parser.add_argument_group("on landscapes")
+    land.add_argument("--landscape", default=None, help="another CPU's landscapes, named (default: this CPU's)")
+    land.add_argument("--headline-trials", type=int, default=1000,
+                      help="the GA's (and DGD's) trials in seed 000's headline (default: 1000)")
+    land.add_argument("--jobs", type=int, default=None, help="runs at a time (default: one per core)")
+    land.add_argument("--report-dir", default=None, help="where the reports go (default: bench/reports)")
+    land.add_argument("--run-others", action="store_true",
+                      help="run the cost-model and held-out benchmarks first (else their last reports are read)")
+    land.add_argument("--minari-episodes", type=int, default=100,
+                      help="episodes per layer in the Minari datasets of the report (default: 100)")
+    live = parser.add_argument_group("live")
+    live.add_argument("--time-points", type=float_list, default=LIVE_TIME_POINTS, help="seconds of tuning clock")
+    live.add_argument("--db", default="bench-learning.db", help="database shared by all runs")
+    live.add_argument("--remeasure", type=int, default=3, help="rounds of re-timing every winner (default: 3)")
+    live.add_argument("--no-vendor", action="store_true", help="skip the vendor libraries")
+    live.add_argument("--report-only", action="store_true", help="report on what --out holds; run nothing")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.seeds is None:
+        args.seeds = 5 if args.live else 20
+    return run_live(args) if args.live else run_landscapes(args)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from tensorgym.errors import TensorgymError
 from tensorgym.evaluator import NotMeasured
 from tensorgym.landscape import (
     Landscape, LandscapeError, LandscapeIncomplete, LandscapeNotFound, NotInLandscape, cpu_folder,
-    export_landscape, find_landscape, shipped_landscapes,
+    export_landscape, find_landscape, shipped_env_ids, shipped_landscapes,
 )
 from tensorgym.landscape.export import config_from_flat, flat_configuration, t4_document, write_t4
 from tensorgym.landscape.file import MAX_SAMPLES, LandscapeMetadata
@@ -337,6 +337,9 @@ def test_find_landscape_gives_this_cpus_and_refuses_another_cpus(tmp_path):
     listed = shipped_landscapes(tmp_path)
     assert [(s.cpu, s.layer, s.space) for s in listed] == sorted(
         [(here, "R5", "tiles"), (theirs.parent.name, "M3", "tiles")])
+    assert shipped_env_ids(here, root=tmp_path) == ["Conv2d-ResNet-R5-v0"]
+    assert shipped_env_ids(theirs.parent.name, root=tmp_path) == ["Matmul-BERT-M3-v0"]
+    assert shipped_env_ids(here, space="microkernel", root=tmp_path) == []
 
 
 def test_every_shipped_landscape_is_complete_and_rebuildable():

@@ -87,3 +87,38 @@ def test_trials_to_reach_and_plot(tmp_path):
     assert trials_to_reach(r, 50.0) == 5 and trials_to_reach(r, 81.0) is None and trials_to_reach(r, 0.0) is None
     paths = plot({"A": results()["A"]}, tmp_path)
     assert [p.name for p in paths] == ["A.png"] and paths[0].stat().st_size > 0
+
+
+def test_landscape_report_optimum_long_headline_every_budget_and_variability():
+    res = results()
+    res["A"]["ga@16"] = runs("ga@16", 140, trials=16)  # a longer GA: its 16th trial is its best
+    report = analyse(res, budgets=(4, 8), dgd_seconds=4.0, optima={"A": 200.0}, headline_ga="ga@16",
+                     headline_trials=16)
+    a = report["envs"]["A"]
+    assert a["optimum"] == 200.0
+    assert a["agents"]["ga"]["opt@8"]["mean"] == pytest.approx(0.6)
+    assert "opt@8" not in report["envs"]["B"]["agents"]["ga"]  # no optimum known there
+    head = a["headline"]
+    assert head["ratio"] == pytest.approx(65.0 / 140.0)
+    # Seed 000's Eq. 1: (max - min) / max of the five runs' bests (142 and 138 for the long GA).
+    assert head["variability"]["ga_at_trials"] == pytest.approx(4.0 / 142.0)
+    assert report["envs"]["B"]["headline"] is None  # no ga@16 runs there
+    targets = report["targets"]
+    # GA above random at 4 and at 8 trials on A and B (at 4 trials its mean 60 is above random's 50 too).
+    assert targets["ga above random@4,8"] == {"envs": ["A", "B"], "met": True}
+    assert targets["ga above ga-random-model@8"] == {"envs": ["A"], "met": False}
+    assert targets["dgd above dgd-random-model@8"]["envs"] == []
+    assert "dgd@4s / ga@16" in targets
+    text = render(report)
+    assert "%opt@8" in text and "variability (max - min) / max" in text and "dgd@4s / ga@16 (runs: dgd, ga@16)" in text
+
+
+def test_runs_without_re_timing_have_no_re_timed_targets_or_columns():
+    res = results()
+    for by_agent in res.values():
+        for agent_runs in by_agent.values():
+            for r in agent_runs:
+                r.extra.pop("remeasured_gflops")
+    report = analyse(res, budgets=(4, 8), dgd_seconds=4.0)
+    assert not any("re-timed" in name for name in report["targets"])
+    assert "re-timed" not in render(report)

@@ -18,7 +18,7 @@
                                                 serve this machine's CPU to remote tuning runs (TVM RPC)
   tensorgym mapping ENV_ID [--dtype int8]       a layer's mapping candidates (intrinsic, fused loops, packing,
                                                 resources, kept or pruned and why) and their best measurements
-  tensorgym dataset build|export|stats          a measurement dataset across many layers (seed 004), for pandas
+  tensorgym dataset build|export|stats|minari   a measurement dataset across many layers (seed 004), for pandas; Minari
   tensorgym landscape measure|export|check ENV_ID --db PATH
                                                 measure every config of a layer's benchmark space (resumable),
                                                 export it as a shipped landscape (and T4), check it live

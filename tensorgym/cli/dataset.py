@@ -1,4 +1,5 @@
-"""``tensorgym dataset build|export|stats``: a measurement dataset across many layers (seed 004).
+"""``tensorgym dataset build|export|stats|minari``: a measurement dataset across many layers (seed 004), and
+offline-RL episodes as Minari datasets.
 
   tensorgym dataset build --tasks 64 --per-task 64 --db data.db [--include "Conv2d-ResNet-R*"]
         sample layers from the shape prior (plus the suite layers asked for), explore each one
@@ -7,6 +8,9 @@
         one row per record, for pandas
   tensorgym dataset stats data.db
         records, failures and throughput per layer, and what the replay backend can use
+  tensorgym dataset minari ENV_ID (--landscape [CPU|PATH] | --db PATH) --episodes N --seed S --out DIR
+        episodes of the layer's tile-hop env over a landscape or a database's records, written as a Minari
+        dataset (minari.load_dataset reads it; tensorgym.dataset.minari_export)
 """
 
 from __future__ import annotations
@@ -18,11 +22,18 @@ from pathlib import Path
 from tensorgym.database import Database, default_path
 from tensorgym.dataset.build import build_dataset, plan_tasks
 from tensorgym.dataset.export import FORMATS, export_dataset
+from tensorgym.dataset.minari_export import export_database_dataset, export_landscape_dataset
 from tensorgym.dataset.priors import OPS, WEIGHTS, ShapePrior
 from tensorgym.dataset.stats import dataset_stats
 from tensorgym.envs.registration import matching_env_ids, workload_of
 from tensorgym.errors import InvalidArgumentError
+from tensorgym.target import RUNNABLE_PROFILES
 from tensorgym.text import format_table
+
+from .args import fraction
+from .shapes import parse_shape
+
+THIS_CPU = ""  # `--landscape` without a value: this CPU's shipped landscape
 
 
 def add_parser(subparsers) -> None:
@@ -64,6 +75,42 @@ def add_parser(subparsers) -> None:
     p.add_argument("db", nargs="?", default=None, help=f"the database (default: $TENSORGYM_DB or {default_path()})")
     p.add_argument("--space", default=None, help="only this space")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("minari", help="write a layer's tile-hop episodes as a Minari dataset (offline RL)",
+                       description="Walk a layer's tile-hop env over a landscape (every config of a benchmark "
+                                   "space, measured once) or over a database's records (the replay backend), with "
+                                   "a seeded behaviour policy: uniformly random among the allowed actions, and a "
+                                   "share --greedy of greedy steps (the allowed move to the config of highest "
+                                   "recorded throughput). Minari's DataCollector records the episodes; "
+                                   "minari.load_dataset(ID) reads them with MINARI_DATASETS_PATH=OUT. Nothing is "
+                                   "compiled or timed. Needs pip install 'tensorgym[minari]'.")
+    p.add_argument("env_id", help="a tensorgym id, e.g. Conv2d-ResNet-R5-v0 (tensorgym/Matmul-v0 with --shape)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--landscape", nargs="?", const=THIS_CPU, metavar="CPU|PATH",
+                        help="walk a landscape: a CPU folder of the shipped ones, a landscape file, or (no value, "
+                             "after ENV_ID) this CPU's")
+    source.add_argument("--db", metavar="PATH", help="walk this database's records of the layer (replay backend)")
+    p.add_argument("--shape", help="shape of tensorgym/Conv2d-v0 or tensorgym/Matmul-v0, e.g. M=512,N=768,K=3072")
+    p.add_argument("--episodes", type=int, default=100, help="episodes (default: 100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the run: each episode's reset seed and the "
+                                                       "policy's draws derive from it (default: 0)")
+    p.add_argument("--greedy", type=fraction, default=0.0,
+                   help="share of greedy steps of the behaviour policy (default: 0, a uniformly random walk)")
+    p.add_argument("--steps", type=int, default=None, help="episode length (default: the id's, 64)")
+    p.add_argument("--observation", choices=("layer", "common"), default=None,
+                   help="observation layout of the env (default: layer)")
+    p.add_argument("--target", default=None, choices=("llvm", "native", *RUNNABLE_PROFILES),
+                   help="the CPU whose records (--db) or shipped landscape (--landscape without a value) are "
+                        "walked (default: this CPU)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="datasets' root (default: $MINARI_DATASETS_PATH or ~/.minari/datasets)")
+    p.add_argument("--dataset-id", default=None, metavar="ID",
+                   help="Minari id (default: tensorgym/<layer>-<source>/<policy>-v0)")
+    p.add_argument("--author", default=None, help="Minari's author field")
+    p.add_argument("--author-email", default=None, help="Minari's author_email field")
+    p.add_argument("--code-permalink", default=None, help="Minari's code_permalink field")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_minari)
 
 
 def _existing(path: str | None) -> Path:
@@ -132,4 +179,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
     print(f"\n{len(stats.layers)} layers ({ops}), {stats.records} records ({statuses}), "
           f"{len(stats.targets)} target(s)")
     print("replay starts: correct configs with a recorded correct 1-hop neighbour (where a replay episode may start)")
+    return 0
+
+
+def cmd_minari(args: argparse.Namespace) -> int:
+    env_kwargs = dict(parse_shape(args.shape))
+    for name in ("observation", "target"):
+        if getattr(args, name) is not None:
+            env_kwargs[name] = getattr(args, name)
+    common = dict(episodes=args.episodes, seed=args.seed, greedy=args.greedy, steps=args.steps, out=args.out,
+                  dataset_id=args.dataset_id, env_kwargs=env_kwargs, author=args.author,
+                  author_email=args.author_email, code_permalink=args.code_permalink, progress=not args.quiet)
+    if args.db is not None:
+        written = export_database_dataset(args.env_id, db=args.db, **common)
+    else:
+        written = export_landscape_dataset(args.env_id, landscape=args.landscape or None, **common)
+    print(written.summary())
     return 0

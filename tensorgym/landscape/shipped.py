@@ -132,6 +132,12 @@ def shipped_landscapes(root: str | Path | None = None) -> list[ShippedLandscape]
     return out
 
 
+def shipped_env_ids(cpu: str, space: str = "tiles", root: str | Path | None = None) -> list[str]:
+    """The suite env ids that have a ``space`` landscape shipped for the CPU folder ``cpu``, in suite order."""
+    layers = {s.layer for s in shipped_landscapes(root) if s.cpu == cpu and s.space == space}
+    return [env_id for env_id, workload in all_suite_workloads().items() if layer_name(workload) in layers]
+
+
 def resolve_workload(env_id_or_workload: str | Workload) -> tuple[Workload, str | None]:
     """The workload of a suite env id (``Conv2d-ResNet-R5-v0``) or a :class:`Workload`, and its env id if it
     is a suite layer."""
