@@ -119,6 +119,10 @@ def _failures(board) -> int:
     return len(board.errors)
 
 
+def _count(seeds: int | list[int]) -> int:
+    return seeds if isinstance(seeds, int) else len(seeds)
+
+
 def _timing_text(board, what: str) -> str:
     t = board.timing or {}
     if not t:
@@ -200,12 +204,13 @@ def run_landscapes(args: argparse.Namespace) -> int:
     long_agents = [a for a in ("ga", "dgd") if a in args.agents.split(",")]
     long_board = None
     if args.headline_trials > args.budget and long_agents:
+        long_common = {**common, "seeds": args.headline_seeds or args.seeds}
         long_board = compare(envs, long_agents, budget=args.headline_trials,
                              trial_points=tuple(sorted({*trial_points, args.headline_trials})),
-                             time_points=LANDSCAPE_TIME_POINTS, out_dir=out / "long", plot=False, **common)
+                             time_points=LANDSCAPE_TIME_POINTS, out_dir=out / "long", plot=False, **long_common)
         errors += _failures(long_board)
 
-    seeds = args.seeds if isinstance(args.seeds, int) else len(args.seeds)
+    seeds = _count(args.seeds)
     head = header(f"Landscape leaderboard on {cpu}: {len(board.agents)} agents x {len(envs)} layers x {seeds} seeds "
                   f"x {args.budget} trials", target)
     landscapes = "; ".join(f"{e}: {f.path}" for e, f in board.landscapes.items())
@@ -236,7 +241,8 @@ def run_landscapes(args: argparse.Namespace) -> int:
     learning_head = header(f"What learns, and by how much: the learning agents on {cpu}'s landscapes", target)
     text = "\n".join([*learning_head, f"landscapes: {landscapes}",
                       f"runs: {seeds} seeds x {args.budget} trials per agent and layer; GA and DGD also "
-                      f"{args.headline_trials} trials for the headline; leaderboard: "
+                      f"{args.headline_trials} trials for the headline ({_count(args.headline_seeds or args.seeds)} "
+                      f"seeds); leaderboard: "
                       f"bench/reports/landscapes/leaderboard.txt",
                       _timing_text(board, "leaderboard wall time"),
                       *([_timing_text(long_board, "long runs' wall time")] if long_board else []),
@@ -308,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     land.add_argument("--landscape", default=None, help="another CPU's landscapes, named (default: this CPU's)")
     land.add_argument("--headline-trials", type=int, default=1000,
                       help="the GA's (and DGD's) trials in seed 000's headline (default: 1000)")
+    land.add_argument("--headline-seeds", type=seed_list, default=None,
+                      help="seeds of the headline's longer runs (default: --seeds)")
     land.add_argument("--jobs", type=int, default=None, help="runs at a time (default: one per core)")
     land.add_argument("--report-dir", default=None, help="where the reports go (default: bench/reports)")
     land.add_argument("--run-others", action="store_true",
