@@ -125,7 +125,7 @@ def _count(seeds: int | list[int]) -> int:
 
 def _timing_text(board, what: str) -> str:
     t = board.timing or {}
-    if not t:
+    if not t.get("runs_now"):
         return f"{what}: every run read back from earlier results (no wall time this time)"
     return (f"{what}: {t['runs_now']} runs now, {t['jobs']} at a time: {t['wall_s'] / 60:.1f} min wall; of the runs' "
             f"own seconds, {t['agent_and_loop_s']:.0f} s agent compute and tuning loop, {t['simulation_s']:.1f} s "
