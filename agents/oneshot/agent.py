@@ -19,8 +19,21 @@ No measurement guides the search. The agent (seed 004 §3.5):
 4. measures exactly those ``k`` (fewer only if the budget is smaller), in one
    batch through the Tuner, and keeps the best measured one.
 
+**Several predictors** (``model=[a.pt, b.pt]``, e.g. one reading every feature and one reading the
+operator-independent ones only): each runs its own search, and the ``k`` measured configs are their
+top lists interleaved rank by rank (the best of each, then the second of each, ...; a config two
+lists share is measured once). Where the predictors disagree about a layer none of them has seen,
+the batch covers each one's best guesses instead of betting it on one; with one predictor it is
+seed 004's top k.
+
 ``optimizer="sa"`` or ``"ga"`` runs one search (seed 004's one-shot-sa and
-one-shot-ga); the default runs both.
+one-shot-ga), ``"sa+ga"`` both. ``"exhaustive"`` scores every config of a
+bounded space (a landscape's benchmark sub-space holds a few thousand: one
+batch of predictions costs less than the searches, and finds the predictor's
+true top k instead of the top of what the walkers happened to visit). The
+default, ``"auto"``, is exhaustive on a bounded space of at most
+:data:`EXHAUSTIVE_MAX` configs and both searches elsewhere. Every search keeps
+to the space's bounds; a config the space refuses is never measured.
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +58,9 @@ from .model import load_predictor
 
 log = logging.getLogger(__name__)
 
-OPTIMIZERS = ("sa+ga", "sa", "ga")
+OPTIMIZERS = ("auto", "sa+ga", "sa", "ga", "exhaustive")
 MAX_HOP_TRIES = 8  # random (coordinate, direction) draws before a walker stays put for a step
+EXHAUSTIVE_MAX = 65_536  # a bounded space up to this size is scored whole by "auto"
 
 
 class PredictedLandscape:
@@ -94,20 +109,33 @@ class PredictedLandscape:
         return np.array([self.scores[g] for g in genomes])
 
     def top(self, k: int | None = None) -> list[Config]:
-        """The ``k`` (at most ``keep``) best-scored configs seen, best first."""
-        return [self.config(g) for _, g in self._top[:k]]
+        """The ``k`` (at most ``keep``) best-scored configs seen that the space accepts, best first."""
+        space = self.featurizer.space
+        valid = [c for c in (self.config(g) for _, g in self._top) if space.is_valid(c)]
+        return valid[:k]
 
     def top_genomes(self) -> set[tuple]:
         return {g for _, g in self._top}
+
+
+def interleaved(lists: Sequence[Sequence[Config]], k: int) -> list[Config]:
+    """The first ``k`` distinct configs of ``lists`` taken rank by rank (each list's first, then each one's
+    second, ...)."""
+    out: dict[Config, None] = {}
+    for rank in range(max((len(each) for each in lists), default=0)):
+        for each in lists:
+            if rank < len(each) and len(out) < k:
+                out.setdefault(each[rank])
+    return list(out)
 
 
 class OneShotAgent(SearchAgent, GeneratorStrategy):
     """Seed 004's One-Shot Tuner over the ``tiles`` space (see the module docs).
 
     Args:
-        model: a predictor file written by ``tensorgym oneshot train``.
+        model: a predictor file written by ``tensorgym oneshot train``, or a list of them (see the module docs).
         k: configs measured (seed 004: 64; default 32).
-        optimizer: ``"sa+ga"`` (default), ``"sa"`` or ``"ga"``.
+        optimizer: ``"auto"`` (default), ``"sa+ga"``, ``"sa"``, ``"ga"`` or ``"exhaustive"`` (see the module docs).
         sa_steps, sa_batch, sa_early_stop: simulated annealing (160, 512 walkers, 50).
         ga_population, ga_steps, ga_mutation, ga_elites: the GA (512, 120, 0.1, 96).
     """
@@ -115,7 +143,7 @@ class OneShotAgent(SearchAgent, GeneratorStrategy):
     name = "one-shot"
     spaces = ("tiles",)
 
-    def __init__(self, model: str | Path | None = None, *, k: int = 32, optimizer: str = "sa+ga",
+    def __init__(self, model: str | Path | Sequence[str | Path] | None = None, *, k: int = 32, optimizer: str = "auto",
                  sa_steps: int = 160, sa_batch: int = 512, sa_early_stop: int = 50, ga_population: int = 512,
                  ga_steps: int = 120, ga_mutation: float = 0.1, ga_elites: int = 96):
         if model is None:
@@ -129,45 +157,66 @@ class OneShotAgent(SearchAgent, GeneratorStrategy):
             raise InvalidArgumentError("search sizes must be positive and ga_elites smaller than ga_population")
         if not 0.0 <= ga_mutation <= 1.0:
             raise InvalidArgumentError(f"ga_mutation must be in [0, 1], got {ga_mutation!r}")
-        self.model_path = str(model)
-        self.predictor = load_predictor(model)
+        paths = [model] if isinstance(model, (str, Path)) else list(model)
+        if not paths:
+            raise InvalidArgumentError("give at least one predictor file")
+        self.model_path = ", ".join(map(str, paths))
+        self.predictors = [load_predictor(path) for path in paths]
+        self.predictor = self.predictors[0]
         self.k, self.optimizer = k, optimizer
         self.sa_steps, self.sa_batch, self.sa_early_stop = sa_steps, sa_batch, sa_early_stop
         self.ga_population, self.ga_steps, self.ga_mutation, self.ga_elites = (ga_population, ga_steps,
                                                                                ga_mutation, ga_elites)
 
     def spawn(self) -> "OneShotAgent":
-        """A copy for one more run that shares the (read-only) predictor instead of copying the network."""
-        predictor, self.predictor = self.predictor, None
+        """A copy for one more run that shares the (read-only) predictors instead of copying the networks."""
+        predictors, self.predictors, self.predictor = self.predictors, [], None
         try:
             twin = super().spawn()
         finally:
-            self.predictor = predictor
-        twin.predictor = predictor
+            self.predictors, self.predictor = predictors, predictors[0]
+        twin.predictors, twin.predictor = predictors, predictors[0]
         return twin
 
     def search(self, history: SearchHistory, rng: np.random.Generator) -> Search:
         space = history.space
-        self.predictor.check_target(space.target.fingerprint, self.model_path)
+        for predictor in self.predictors:
+            predictor.check_target(space.target.fingerprint, self.model_path)
         t0 = time.monotonic()
-        landscape = self.predicted(space, rng)
-        search_s = time.monotonic() - t0
+        landscapes = [self.predicted(space, rng, predictor) for predictor in self.predictors]
+        landscape = landscapes[0]
         budget = self.k if self.asked is None else min(self.k, self.asked)
-        candidates = landscape.top(budget)
+        candidates = interleaved([each.top(budget) for each in landscapes], budget)
+        search_s = time.monotonic() - t0
         records = yield candidates
         measured = [r.score for r in records]
         best_rank = int(np.argmax(measured)) + 1 if measured and max(measured) > 0 else None
         info = self.predictor.info
-        return {"k": self.k, "optimizer": self.optimizer, "search_seconds": search_s,
-                "configs_scored": len(landscape), "best_predicted_rank": best_rank,
+        return {"k": self.k, "optimizer": self.optimizer_for(space), "search_seconds": search_s,
+                "configs_scored": sum(len(each) for each in landscapes), "best_predicted_rank": best_rank,
                 "predicted_gflops": [float(z * info.label_std + info.label_mean) for z in landscape(candidates)]}
 
-    def predicted(self, space: TilesSpace, rng: np.random.Generator) -> PredictedLandscape:
-        """Run the searches over the predictor's landscape; the landscape holds every config they visited."""
-        landscape = PredictedLandscape(self.predictor, space, self.k)
-        if "sa" in self.optimizer:
+    def optimizer_for(self, space: TilesSpace) -> str:
+        """The search :meth:`predicted` runs over ``space`` (``"auto"`` resolved; see the module docs)."""
+        if self.optimizer != "auto":
+            return self.optimizer
+        bounded = getattr(space, "bounds", None) is not None and space.tiling.count() <= EXHAUSTIVE_MAX
+        return "exhaustive" if bounded else "sa+ga"
+
+    def predicted(self, space: TilesSpace, rng: np.random.Generator, predictor=None) -> PredictedLandscape:
+        """Run the searches over the landscape of ``predictor`` (default: the first); the landscape holds every
+        config they visited."""
+        # Kept beyond k: a few of the best-scored may be refused by the space (a GA child over a device limit).
+        landscape = PredictedLandscape(predictor or self.predictor, space, 2 * self.k)
+        optimizer = self.optimizer_for(space)
+        if optimizer == "exhaustive":
+            if getattr(space, "bounds", None) is None:
+                raise InvalidArgumentError(f"optimizer='exhaustive' scores every config of a bounded space; the "
+                                           f"tiles space of {space.workload.label} is unbounded (use 'auto')")
+            landscape.score_genomes([landscape.genome(c) for c in space.configs()])
+        if "sa" in optimizer:
             self._anneal(space, landscape, rng)
-        if "ga" in self.optimizer:
+        if "ga" in optimizer:
             self._evolve(space, landscape, rng)
         return landscape
 
@@ -201,8 +250,13 @@ class OneShotAgent(SearchAgent, GeneratorStrategy):
 
     # -- genetic algorithm ------------------------------------------------------------------
     def _evolve(self, space: TilesSpace, landscape: PredictedLandscape, rng: np.random.Generator) -> None:
-        choices = [tuple(factorizations(lp.extent, space.levels[lp.name], space.max_innermost)) for lp in space.loops]
-        choices += [tuple(space.unroll_choices), (0, 1)]  # in the genome's order: loops, unroll, cache_write
+        if space.bounds is not None:  # a bounded space lists its own tilings; factorisations would leave it
+            choices = [tuple(space.tiling.tilings_of(lp.name)) for lp in space.loops]
+        else:
+            choices = [tuple(factorizations(lp.extent, space.levels[lp.name], space.max_innermost))
+                       for lp in space.loops]
+        scalars = space.scalar_knobs  # in the genome's order: loops, unroll, cache_write
+        choices += [tuple(scalars.get("unroll", space.unroll_choices)), tuple(scalars.get("cache_write", (0, 1)))]
         n_knobs = len(choices)
         population = [landscape.genome(c) for c in space.sample_many(rng, self.ga_population)]
         for _ in range(self.ga_steps):

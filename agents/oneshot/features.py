@@ -42,6 +42,28 @@ BAND_NAMES = ("S0_parallel", "S1", "S2", "S3", "R0", "R1", "S2S3", "S1S2S3", "R1
 OPS = ("conv2d", "matmul")
 
 
+def generic_feature_names() -> tuple[str, ...]:
+    """The features that mean the same for every operator: the analytical ones and the per-band products.
+
+    The others have a slot per (operator, loop, level) or describe the layer's absolute shape: trained on
+    a few layers, a predictor can tell the layers apart by them and learn each one's ranking by heart,
+    which says nothing about a layer it has not seen (and a conv slot learns nothing from a matmul).
+    """
+    return tuple(f"af_{n}" for n in FEATURE_NAMES) + tuple(f"log2_{b}" for b in BAND_NAMES)
+
+
+# Which features a predictor reads: "all" (seed 004's: config, knobs and the task) or "generic" (see above).
+FEATURE_SETS = ("all", "generic")
+
+
+def ignored_features(feature_set: str) -> list[str]:
+    """The names of the features a predictor of ``feature_set`` reads as 0."""
+    if feature_set not in FEATURE_SETS:
+        raise ValueError(f"feature_set must be one of {FEATURE_SETS}, got {feature_set!r}")
+    keep = set(generic_feature_names()) if feature_set == "generic" else set(feature_names())
+    return [name for name in feature_names() if name not in keep]
+
+
 def feature_names() -> tuple[str, ...]:
     """Names of the predictor's input features, in order."""
     tiles = [f"{op}.{loop}.{level}" for op, loop, level in TILE_SLOTS]
@@ -49,6 +71,16 @@ def feature_names() -> tuple[str, ...]:
             + tuple(f"log2_{b}" for b in BAND_NAMES) + tuple(f"knob_{t}" for t in tiles) + ("knob_unroll",
             "knob_cache_write") + tuple(f"extent_{op}.{loop}" for op, loop, _ in COMMON_LOOPS)
             + ("stride",) + tuple(f"op_{op}" for op in OPS) + ("log2_flops",))
+
+
+def unbounded_unroll_choices(space: TilesSpace) -> tuple[int, ...]:
+    """The unroll choices of ``space`` without its bounds.
+
+    A bounded space (a landscape's benchmark sub-space) keeps only some unroll steps, and the
+    analytical ``unroll`` feature is the step's index among the choices: scored within the bounds, the
+    same config would read another value than it did in the (unbounded) training data.
+    """
+    return tuple(space.tiling.unroll_choices)  # the tiling keeps the unbounded list
 
 
 def _log2(x: np.ndarray) -> np.ndarray:
@@ -82,6 +114,7 @@ class BatchFeaturizer:
                              + [getattr(wl, "stride", 1)] + [float(wl.op == op) for op in OPS]
                              + [math.log2(wl.flops)], dtype=np.float64)
         self.size = len(feature_names())
+        self.unroll_choices = unbounded_unroll_choices(space)
 
     # -- configs -> knob matrix ---------------------------------------------------------------
     def knobs(self, configs: Sequence[Config]) -> np.ndarray:
@@ -158,12 +191,13 @@ class BatchFeaturizer:
         ilp = vectors * np.prod([reg[n] for n in spatial[:-1]] or [ones], axis=0)
         parallel = np.prod([t(knobs, n, 0) for n in spatial], axis=0)
         waves = parallel / self.cores
-        unroll = np.array([self.space.unroll_choices.index(int(u)) for u in knobs[:, -2]], dtype=np.float64)
+        choices = self.unroll_choices
+        unroll = np.array([choices.index(int(u)) for u in knobs[:, -2]], dtype=np.float64)
         return np.column_stack([
             l2_flops / l2_bytes, l1_flops / l1_bytes, l2_bytes / self.l2, l1_bytes / self.l1, 1.0 / inverse, ilp,
             ilp / self.vregs, v / (self.lanes * vectors), waves / np.ceil(waves),
             np.minimum(parallel, self.cores) / self.cores, np.full(len(knobs), self.contiguity),
-            unroll / max(1, len(self.space.unroll_choices) - 1), knobs[:, -1],
+            unroll / max(1, len(choices) - 1), knobs[:, -1],
         ])
 
 

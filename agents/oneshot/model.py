@@ -40,6 +40,15 @@ DROPOUT = 0.25
 INPUT_CLIP = 10.0  # standardised inputs beyond this many standard deviations are out of the training range
 
 
+def ignore_features(features: np.ndarray, names: list[str], ignored: list[str]) -> np.ndarray:
+    """``features`` with the columns named in ``ignored`` set to 0: constant in training, the standardisation
+    maps them to 0 and the network cannot use them (a copy; ``features`` is left as it is)."""
+    columns = [i for i, name in enumerate(names) if name in set(ignored)]
+    out = np.array(features, dtype=np.float64, copy=True)
+    out[:, columns] = 0.0
+    return out
+
+
 class TargetMismatch(InvalidArgumentError):
     """A predictor trained on another machine's measurements."""
 
@@ -83,13 +92,15 @@ class PredictorInfo:
     target: str  # fingerprint of the machine whose measurements trained it
     target_label: str
     feature_names: list[str]
-    label_mean: float  # GFLOP/s statistics of the z-normalisation
+    label_mean: float  # label statistics of the z-normalisation (GFLOP/s, or shares of a layer's best)
     label_std: float
     tasks: int = 0
     samples: int = 0
     epochs: int = 0
     metrics: dict[str, Any] = field(default_factory=dict)
     format: int = PREDICTOR_FORMAT
+    labels: str = "gflops"  # "relative": shares of each layer's best, so predictions rank, they do not price
+    ignored: list[str] = field(default_factory=list)  # features read as 0 (features.FEATURE_SETS)
 
 
 class OneShotPredictor:
@@ -103,6 +114,8 @@ class OneShotPredictor:
         """Predicted z-normalised throughput of each row of ``features`` (higher is faster)."""
         torch, _ = _nn()
         self.network.eval()
+        if self.info.ignored:
+            features = ignore_features(features, self.info.feature_names, self.info.ignored)
         out = []
         with torch.no_grad(), torch_threads(threads):
             for i in range(0, len(features), batch):
@@ -110,7 +123,8 @@ class OneShotPredictor:
         return np.concatenate(out) if out else np.zeros(0)
 
     def predicted_gflops(self, features: np.ndarray) -> np.ndarray:
-        """The predictions in GFLOP/s (undoing the z-normalisation)."""
+        """The predictions in the label's unit, undoing the z-normalisation: GFLOP/s, or with relative labels
+        the predicted share of the layer's best."""
         return self.predict(features) * self.info.label_std + self.info.label_mean
 
     def save(self, path: str | Path) -> None:

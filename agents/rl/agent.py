@@ -35,6 +35,13 @@ other observations or actions is refused before anything is measured
 
 Envs whose episodes build one config each (the microkernel env) run
 construction after construction; each complete one is measured.
+
+A policy trained on the **greedy walk** (:mod:`~tensorgym.agents.rl.greedy`, recorded in its
+file) tunes by that walk instead: ``starts`` random configs measured as one batch, then a hill
+climb from the best of them whose next move is the policy's best allowed move to a config the run
+has not measured (with probability ``epsilon`` a random one), the climb moving only to a faster
+config, and a restart from a random config at a local optimum. Its observations are the ones it
+was trained on (``relative`` features: :func:`~tensorgym.agents.rl.greedy.relative_observation`).
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ import numpy as np
 from tensorgym.config import Config
 from tensorgym.envs.base import NoWorkingStart
 from tensorgym.envs.microkernel_env import MicrokernelConstruction
-from tensorgym.envs.tile_hop import MAX_START_ATTEMPTS, HopRules
+from tensorgym.envs.tile_hop import MAX_START_ATTEMPTS, HopRules, HopState
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.record import Record
 from tensorgym.spaces.base import Space
@@ -59,6 +66,7 @@ from tensorgym.strategy import GeneratorStrategy, Search, SearchHistory
 from tensorgym.tuner import TuningCallback, TuningResult
 
 from ..base import SearchAgent
+from .greedy import check_walk, relative_observation
 from .policy import PolicyMismatch, check_fits, load_policy, masked_action
 
 # Steps in a row that measure nothing new before the agent gives up on the current episode, and episodes
@@ -134,14 +142,16 @@ class RLAgent(SearchAgent, GeneratorStrategy):
         replay: walk only between the configs the run's database holds, as the env's replay backend does
             (:meth:`tune` sets it from the env's backend; set it for a search driven over a replaying
             evaluator by hand or in rounds).
+        walk: ``"episodes"`` or ``"greedy"`` (default: the walk the policy was trained on; see the module docs).
+        starts: random configs the greedy walk measures before it climbs (default: the policy's).
     """
 
     name = "rl"
     # What spawn() copies into a fresh run: the options. The model is shared: acting does not change it.
-    _OPTIONS = ("policy_path", "model", "info", "epsilon", "episode_steps", "replay", "spaces")
+    _OPTIONS = ("policy_path", "model", "info", "epsilon", "episode_steps", "replay", "spaces", "walk", "starts")
 
     def __init__(self, policy: str | Path | None = None, *, epsilon: float = 0.1, episode_steps: int | None = None,
-                 replay: bool = False):
+                 replay: bool = False, walk: str | None = None, starts: int | None = None):
         if policy is None:
             raise InvalidArgumentError("the rl agent needs a trained policy: --policy PATH on the command line, "
                                        "policy= in Python (train one with `tensorgym train`)")
@@ -155,6 +165,9 @@ class RLAgent(SearchAgent, GeneratorStrategy):
         self.episode_steps = episode_steps or self.info.max_steps
         self.replay = bool(replay)
         self.spaces = (self.info.space,)
+        self.walk = walk if walk is not None else self.info.walk
+        self.starts = starts if starts is not None else self.info.starts
+        check_walk(self.walk, self.info.features, self.starts)
 
     @property
     def env_space(self) -> str:
@@ -188,6 +201,9 @@ class RLAgent(SearchAgent, GeneratorStrategy):
     # -- the strategy ------------------------------------------------------------------------
     def start(self, space: Space, rng: np.random.Generator, seed: int = 0, database: Any = None) -> None:
         self.check_space(space.name)
+        if self.walk == "greedy" and (self.replay or space.name == "microkernel"):
+            raise InvalidArgumentError("the greedy walk climbs tile hops over a whole space: tune with the "
+                                       "landscape or tvm backend (not replay, not the microkernel env)")
         self.rules = self._rules(space, database)  # before the run: a policy that does not fit measures nothing
         self.episodes = 0
         super().start(space, rng, seed, database)
@@ -217,6 +233,8 @@ class RLAgent(SearchAgent, GeneratorStrategy):
         return rules
 
     def search(self, history: SearchHistory, rng: np.random.Generator) -> Search:
+        if self.walk == "greedy":
+            return (yield from self._greedy(history, rng))
         episode = yield from self._episode(history, rng, restart_at=None)
         stale_episodes = free = 0
         trials_at_start = len(history)
@@ -275,6 +293,60 @@ class RLAgent(SearchAgent, GeneratorStrategy):
                     self.space.workload.label, ", ".join(failures))
         return None
 
+    # -- the greedy walk ----------------------------------------------------------------------
+    def _greedy(self, history: SearchHistory, rng: np.random.Generator) -> Search:
+        """The greedy walk (see the module docs): climb from the best start, the policy ordering the moves."""
+        climb = yield from self._climb_start(history, rng, self.starts)
+        while climb is not None:
+            state = HopState(climb, history.best or climb, self.rules.state(climb).node)
+            mask, targets = self._fresh_moves(state, history)
+            if not mask.any():  # a local optimum: every neighbour is measured
+                self.episodes += 1
+                climb = yield from self._climb_start(history, rng, 1)
+                continue
+            action = masked_action(self.model, self._observe(state), mask, rng, self.epsilon)
+            record = yield from self._measure(history, targets[action])
+            if record is None:
+                return None
+            if record.ok and record.gflops > climb.gflops:
+                climb = record
+        return None
+
+    def _climb_start(self, history: SearchHistory, rng: np.random.Generator, n: int) -> Measuring:
+        """The best correct one of ``n`` random unmeasured configs, measured as one batch (None: the run is over,
+        or :data:`~tensorgym.envs.tile_hop.MAX_START_ATTEMPTS` batches in a row had no correct config)."""
+        for _ in range(MAX_START_ATTEMPTS):
+            configs = history.sample(rng, n)
+            if not configs:
+                return None
+            records = yield configs
+            if self.finishing or not records:
+                return None
+            correct = [r for r in records if r.ok]
+            if correct:
+                return max(correct, key=lambda r: r.gflops)
+        return None
+
+    def _fresh_moves(self, state: HopState, history: SearchHistory) -> tuple[np.ndarray, dict[int, Config]]:
+        """The allowed actions at ``state`` that lead to configs the run has not measured, and those configs."""
+        allowed = self.rules.mask(state)
+        targets: dict[int, Config] = {}
+        for action in np.flatnonzero(allowed):
+            config = self.rules.target(state, int(action))
+            if config is not None and history.seen(config) is None:
+                targets[int(action)] = config
+        mask = np.zeros_like(allowed)
+        mask[list(targets)] = True
+        return mask, targets
+
+    def _observe(self, state: HopState) -> np.ndarray:
+        """What the policy sees at ``state``, in the features it was trained on."""
+        observation = self.rules.observe(state)
+        if self.info.features == "relative":
+            return relative_observation(observation, state.record.gflops, state.best.gflops,
+                                        len(self.rules.shape_features))
+        return observation
+
     def _measure(self, history: SearchHistory, config: Config) -> Measuring:
         """The record of ``config``: from the run's history if it has one (free), else measured by the loop.
         None when the run is over (the budget is spent, or the driver is finishing)."""
@@ -287,5 +359,6 @@ class RLAgent(SearchAgent, GeneratorStrategy):
         return records[0]
 
     def summary(self) -> dict[str, Any]:
-        return {"policy": self.policy_path, "algo": self.info.algo, "episodes": getattr(self, "episodes", 0),
-                "epsilon": self.epsilon}
+        out = {"policy": self.policy_path, "algo": self.info.algo, "episodes": getattr(self, "episodes", 0),
+               "epsilon": self.epsilon}
+        return {**out, "walk": self.walk, "starts": self.starts} if self.walk == "greedy" else out

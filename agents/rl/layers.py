@@ -14,7 +14,7 @@ landscapes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,22 @@ from tensorgym.envs.registration import make_env
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.measure.measurer import Measurer
 from tensorgym.workloads import Workload
+
+from .greedy import GreedyLandscapeEnv, check_walk
+
+# ``landscape=``: a CPU folder (or a file, or a Landscape) for every layer, or one per layer by workload key.
+Landscapes = Any
+
+
+def landscape_of(landscape: Landscapes, workload: Workload) -> Any:
+    """The ``landscape=`` argument of ``workload``'s env: ``landscape[workload.key]`` when ``landscape`` maps
+    workload keys to landscapes (leave-one-layer-out over given landscapes), else ``landscape`` itself."""
+    if isinstance(landscape, Mapping):
+        if workload.key not in landscape:
+            raise InvalidArgumentError(f"no landscape is given for {workload.label}; the mapping has "
+                                       f"{len(landscape)} layer(s)")
+        return landscape[workload.key]
+    return landscape
 
 
 class LayerSampledEnv(gym.Env):
@@ -98,8 +114,9 @@ class LayerSampledEnv(gym.Env):
 
 def layer_env_factory(workloads: Sequence[Workload], *, db: str | Path | None = None, space: str = "tiles",
                       backend: str = "replay", max_steps: int = 32, context: TuningContext | None = None,
-                      measurer: Measurer | None = None, landscape: str | None = None,
-                      monitor: bool = True) -> Callable[[], gym.Env]:
+                      measurer: Measurer | None = None, landscape: Landscapes = None,
+                      monitor: bool = True, walk: str = "episodes", features: str = "env",
+                      starts: int = 1) -> Callable[[], gym.Env]:
     """A function that builds a :class:`LayerSampledEnv` over ``workloads`` (in the calling process).
 
     Tile-hop envs use the common layout. By backend:
@@ -109,7 +126,12 @@ def layer_env_factory(workloads: Sequence[Workload], *, db: str | Path | None = 
       their own over ``db`` (:meth:`TuningContext.local`: with ``measurer`` if given, else a measurer
       started on first use), which the env closes;
     * ``landscape``: each layer's landscape, ``landscape`` naming its CPU folder (default: this
-      machine's); no database, nothing measured.
+      machine's), or mapping each workload key to its landscape (a file or a
+      :class:`~tensorgym.landscape.Landscape`); no database, nothing measured.
+
+    ``walk="greedy"`` (landscape backend only) wraps each layer env in the greedy walk
+    (:class:`~tensorgym.agents.rl.greedy.GreedyLandscapeEnv`, ``starts`` random starts, ``max_steps``
+    steps, ``features``).
 
     ``monitor`` wraps the env in SB3's ``Monitor`` (episode returns and lengths for the training log).
     """
@@ -121,6 +143,10 @@ def layer_env_factory(workloads: Sequence[Workload], *, db: str | Path | None = 
         raise InvalidArgumentError("the tvm backend stores its measurements: give db= or context=")
     if context is not None and backend != "tvm":
         raise InvalidArgumentError(f"context= is for the tvm backend (it measures); backend={backend!r} does not")
+    check_walk(walk, features, starts)
+    if walk == "greedy" and backend != "landscape":
+        raise InvalidArgumentError("the greedy walk trains on landscapes (it reads their hop table): "
+                                   "use backend='landscape'")
 
     def build() -> gym.Env:
         options: dict[str, Any] = {"observation": "common"} if space == "tiles" else {}
@@ -134,10 +160,9 @@ def layer_env_factory(workloads: Sequence[Workload], *, db: str | Path | None = 
             if context is None:
                 owned.append(shared)
             options["context"] = shared
-        elif landscape is not None:
-            options["landscape"] = landscape
         try:
-            envs = [make_env(wl, space=space, backend=backend, max_steps=max_steps, **options) for wl in workloads]
+            envs = [_layer_env(wl, space, backend, max_steps, options, landscape, walk, features, starts)
+                    for wl in workloads]
         except BaseException:
             for resource in owned:
                 resource.close()
@@ -150,3 +175,14 @@ def layer_env_factory(workloads: Sequence[Workload], *, db: str | Path | None = 
         return env
 
     return build
+
+
+def _layer_env(workload: Workload, space: str, backend: str, max_steps: int, options: dict[str, Any],
+               landscape: Landscapes, walk: str, features: str, starts: int) -> gym.Env:
+    """One layer's env of :func:`layer_env_factory` (its landscape picked, wrapped in the greedy walk if asked)."""
+    if backend == "landscape" and landscape_of(landscape, workload) is not None:
+        options = {**options, "landscape": landscape_of(landscape, workload)}
+    env = make_env(workload, space=space, backend=backend, max_steps=max_steps, **options)
+    if walk == "greedy":
+        return GreedyLandscapeEnv(env, starts=starts, max_steps=max_steps, features=features)
+    return env

@@ -47,6 +47,9 @@ class PolicyInfo:
     train_envs: list[str] = field(default_factory=list)
     timesteps: int = 0
     format: int = POLICY_FORMAT
+    walk: str = "episodes"  # how it was trained and tunes: the env's episodes, or the greedy walk (greedy.py)
+    features: str = "env"  # "relative": the greedy walk's layer-free observation (greedy.relative_observation)
+    starts: int = 1  # random configs measured before the greedy walk climbs from the best of them
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,7 +60,8 @@ class PolicyInfo:
 
     def describe(self) -> str:
         layout = f", {self.observation} observation layout" if self.observation else ""
-        return f"{self.algo} on the {self.space} env{layout}: observations of size {self.observation_size}, " \
+        walk = f", greedy walk ({self.features} features, {self.starts} starts)" if self.walk == "greedy" else ""
+        return f"{self.algo} on the {self.space} env{layout}{walk}: observations of size {self.observation_size}, " \
                f"{self.n_actions} actions"
 
 

@@ -51,7 +51,8 @@ from tensorgym.measure.measurer import Measurer
 from tensorgym.workloads import Workload
 
 from ..threads import torch_threads
-from .layers import layer_env_factory
+from .greedy import check_walk
+from .layers import Landscapes, landscape_of, layer_env_factory
 from .policy import ALGORITHMS, PolicyInfo, algorithm_class
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,8 @@ def dataset_layers(database: Database, target=None) -> list[Workload]:
 def make_training_env(envs: Sequence[str | Workload], *, db: str | Path | None = None, backend: str = "replay",
                       space: str = "tiles", n_envs: int = 4, vec: str = "dummy", max_steps: int = 32,
                       seed: int = 0, context: TuningContext | None = None, measurer: Measurer | None = None,
-                      landscape: str | None = None):
+                      landscape: Landscapes = None, walk: str = "episodes", features: str = "env",
+                      starts: int = 1):
     """A seeded SB3 ``VecEnv`` of ``n_envs`` layer-sampled envs over ``envs`` (ids or workloads); the backends'
     arguments are :func:`~tensorgym.agents.rl.layers.layer_env_factory`'s."""
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
@@ -98,21 +100,22 @@ def make_training_env(envs: Sequence[str | Workload], *, db: str | Path | None =
     if not isinstance(n_envs, int) or n_envs < 1:
         raise InvalidArgumentError(f"n_envs must be a positive integer, got {n_envs!r}")
     factory = layer_env_factory(_workloads(envs), db=db, space=space, backend=backend, max_steps=max_steps,
-                                context=context, measurer=measurer, landscape=landscape)
+                                context=context, measurer=measurer, landscape=landscape, walk=walk,
+                                features=features, starts=starts)
     venv = (SubprocVecEnv if vec == "subproc" else DummyVecEnv)([factory] * n_envs)
     venv.seed(seed)
     return venv
 
 
-def check_landscapes(layers: Sequence[Workload], space: str = "tiles", landscape: str | None = None) -> None:
+def check_landscapes(layers: Sequence[Workload], space: str = "tiles", landscape: Landscapes = None) -> None:
     """Refuse, before anything is trained, layers without a landscape (``landscape``: a CPU folder, default this
-    machine's) or a space that has none: one line naming the first."""
+    machine's, or one landscape per workload key) or a space that has none: one line naming the first."""
     if space != "tiles":
         raise InvalidArgumentError(f"the landscape backend walks tiles landscapes; --space {space} has none yet")
     from tensorgym.envs.landscape_env import env_landscape
 
     for wl in layers:
-        env_landscape(wl, landscape)
+        env_landscape(wl, landscape_of(landscape, wl))
 
 
 def make_model(algo: str, env, *, seed: int = 0, verbose: int = 0, **options: Any):
@@ -174,15 +177,20 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path | None = 
           vec: str = "dummy", max_steps: int = 32, seed: int = 0, eval_envs: Sequence[str | Workload] = (),
           eval_budget: int = 64, eval_backend: str | None = None, eval_freq: int | None = None,
           eval_episodes: int = 16, checkpoint_freq: int | None = None, progress: bool = True, threads: int = 1,
-          landscape: str | None = None, algo_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+          landscape: Landscapes = None, algo_options: Mapping[str, Any] | None = None, walk: str = "episodes",
+          features: str = "env", starts: int = 1) -> dict[str, Any]:
     """Train ``algo`` on the layers ``envs`` (see the module docs); returns the report also written to
     ``out/training.json``. Files in ``out``: ``final.zip``, ``best.zip``, ``checkpoints/``, ``progress.csv``,
     ``eval/``, ``evaluation.json``.
 
     ``db`` is the dataset of the replay backend and where the tvm backend stores its measurements (the
     landscape backend needs none); ``landscape`` names the CPU folder of the landscapes (default: this
-    machine's). ``eval_freq`` / ``checkpoint_freq`` count timesteps (default: a tenth of the run each with the
-    replay and landscape backends; none with tvm, where evaluating measures kernels); ``eval_backend``
+    machine's), or maps each layer's workload key to its landscape (a file or a
+    :class:`~tensorgym.landscape.Landscape`). ``walk="greedy"`` trains on the greedy walk
+    (:mod:`~tensorgym.agents.rl.greedy`: ``starts`` random starts, then ``max_steps`` steps, ``features``), which
+    the policy file records so that the ``rl`` agent tunes the same way. ``eval_freq`` / ``checkpoint_freq``
+    count timesteps (default: a tenth of the run each with the replay and landscape backends; none with tvm,
+    where evaluating measures kernels); ``eval_backend``
     defaults to ``backend``; ``threads`` is torch's CPU threads (:func:`~tensorgym.agents.threads.torch_threads`).
     """
     from stable_baselines3.common.logger import configure
@@ -194,6 +202,9 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path | None = 
     eval_backend = eval_backend or backend
     for name, value in (("backend", backend), ("eval_backend", eval_backend)):
         choice(name, value, BACKENDS)
+    check_walk(walk, features, starts)
+    if walk == "greedy" and backend != "landscape":
+        raise InvalidArgumentError("the greedy walk trains on landscapes: use backend='landscape'")
     workloads = _workloads(envs)
     held_out = _workloads(eval_envs)
     if not workloads:
@@ -219,12 +230,14 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path | None = 
     t0 = time.monotonic()
     try:
         train_context = context if backend == "tvm" else None
+        walking = {"walk": walk, "features": features, "starts": starts}
         venv = make_training_env(workloads, db=db, backend=backend, space=space, n_envs=n_envs, vec=vec,
-                                 max_steps=max_steps, seed=seed, context=train_context, landscape=landscape)
+                                 max_steps=max_steps, seed=seed, context=train_context, landscape=landscape,
+                                 **walking)
         if eval_freq > 0:
             eval_venv = make_training_env(workloads, db=db, backend=backend, space=space, n_envs=1,
                                           max_steps=max_steps, seed=seed + 1, context=train_context,
-                                          landscape=landscape)
+                                          landscape=landscape, **walking)
         model = make_model(algo, venv, seed=seed, **dict(algo_options or {}))
         formats = ["csv", "log"]
         try:
@@ -237,7 +250,7 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path | None = 
         info = PolicyInfo(algo=algo, space=space, observation="common" if space == "tiles" else None,
                           observation_size=int(venv.observation_space.shape[0]), n_actions=int(venv.action_space.n),
                           max_steps=max_steps, backend=backend, train_envs=[wl.label for wl in workloads],
-                          timesteps=timesteps)
+                          timesteps=timesteps, walk=walk, features=features, starts=starts)
         model.tensorgym_policy = info.to_json()  # saved with the model (see policy.py)
         callback = _callbacks(algo, out, eval_venv, eval_freq=eval_freq, eval_episodes=eval_episodes,
                               checkpoint_freq=checkpoint_freq, n_envs=n_envs, progress=progress)
@@ -265,7 +278,7 @@ def train(algo: str, envs: Sequence[str | Workload], *, db: str | Path | None = 
 
 def evaluate_held_out(policy: str | Path, layers: Sequence[Workload], *, db: str | Path | None = None,
                       backend: str, budget: int, seed: int = 0, context: TuningContext | None = None,
-                      measurer: Measurer | None = None, landscape: str | None = None,
+                      measurer: Measurer | None = None, landscape: Landscapes = None,
                       progress: bool = False) -> list[dict[str, Any]]:
     """Tune each held-out layer with the policy as the ``rl`` agent; one dict per layer.
 
@@ -295,11 +308,11 @@ def evaluate_held_out(policy: str | Path, layers: Sequence[Workload], *, db: str
         database = Database(db)
         owned.append(database)
         options["db"] = database
-    elif landscape is not None:
-        options["landscape"] = landscape
     try:
         for wl in layers:
-            env = make_env(wl, space=agent.env_space, backend=backend, **options)
+            where = landscape_of(landscape, wl) if backend == "landscape" else None
+            env = make_env(wl, space=agent.env_space, backend=backend,
+                           **({**options, "landscape": where} if where is not None else options))
             entry: dict[str, Any] = {"layer": wl.label, "workload": wl.key, "backend": backend, "budget": budget}
             if isinstance(env, LandscapeHopEnv):
                 env.reseed(seed)  # the landscape's draws of this evaluation
