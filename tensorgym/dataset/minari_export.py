@@ -201,14 +201,10 @@ def export_landscape_dataset(env_id: str, *, landscape: str | os.PathLike | None
                                f"{type(landscape).__name__}")
     options = _Options.checked(episodes, seed, greedy, steps, env_kwargs)
     _check_env_id(env_id)
-    env = _make(env_id, options, backend="landscape", landscape=landscape)
-    try:
-        source = _landscape_source(env.unwrapped, landscape)
-    except BaseException:
-        env.close()
-        raise
-    return _export(env, env_id, source, options, out=out, dataset_id=dataset_id, author=author,
-                   author_email=author_email, code_permalink=code_permalink, progress=progress)
+    return _open_and_export(env_id, options, lambda base: _landscape_source(base, landscape),
+                            {"backend": "landscape", "landscape": landscape}, out=out, dataset_id=dataset_id,
+                            author=author, author_email=author_email, code_permalink=code_permalink,
+                            progress=progress)
 
 
 def export_database_dataset(env_id: str, *, db: str | os.PathLike, episodes: int = 100, seed: int = 0,
@@ -230,14 +226,22 @@ def export_database_dataset(env_id: str, *, db: str | os.PathLike, episodes: int
         raise InvalidArgumentError(f"database {path} does not exist")
     options = _Options.checked(episodes, seed, greedy, steps, env_kwargs)
     _check_env_id(env_id)
-    env = _make(env_id, options, backend="replay", db=str(path))
+    return _open_and_export(env_id, options, lambda base: _database_source(base, path),
+                            {"backend": "replay", "db": str(path)}, out=out, dataset_id=dataset_id,
+                            author=author, author_email=author_email, code_permalink=code_permalink,
+                            progress=progress)
+
+
+def _open_and_export(env_id: str, options: "_Options", source_of: Callable[[Any], "_Source"],
+                     env_source: Mapping[str, Any], **export: Any) -> MinariExport:
+    """Open the env over its source, describe the source, and write the dataset (the env is closed either way)."""
+    env = _make(env_id, options, **env_source)
     try:
-        source = _database_source(env.unwrapped, path)
+        source = source_of(env.unwrapped)
     except BaseException:
         env.close()
         raise
-    return _export(env, env_id, source, options, out=out, dataset_id=dataset_id, author=author,
-                   author_email=author_email, code_permalink=code_permalink, progress=progress)
+    return _export(env, env_id, source, options, **export)
 
 
 # -- ids -----------------------------------------------------------------------------------------------------------
