@@ -146,8 +146,10 @@ def _other_reports(run: bool, quiet: bool) -> list[str]:
             lines.append("not run yet on this machine (no report)")
             continue
         data = json.loads(path.read_text())
-        summary = data.get("summary") or data.get("targets")
-        lines.append(json.dumps(summary, indent=1) if summary is not None else "(its report has no summary)")
+        # A report's headline figures: its summary or targets, else its top-level entries but the raw ones.
+        summary = data.get("summary") or data.get("targets") or {
+            key: value for key, value in data.items() if key not in ("settings", "layers", "runs")}
+        lines.append(json.dumps(summary, indent=1) if summary else "(its report has no summary)")
     return lines
 
 
