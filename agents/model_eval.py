@@ -135,8 +135,8 @@ class ModelSpec:
 
 
 # Training set-ups under test (name -> CostModel options): Ansor's XGBModel ("ansor"), one change at a time,
-# and the other set-ups of the agents: "log-shallow" (log target, depth 4) and "draft" (the same boosted from
-# the analytical draft).
+# and the other set-ups of the agents: "log-shallow" (log target, depth 4), "draft" (the same boosted from
+# the analytical draft) and "ansor-shallow" (Ansor's target and weights, depth 4: the agents' opt-in).
 SETUPS: dict[str, dict[str, Any]] = {
     "ansor": {"setup": "ansor"},
     "unweighted": {"setup": "ansor", "weights": "none"},
@@ -147,6 +147,7 @@ SETUPS: dict[str, dict[str, Any]] = {
     "log-shallow": {"setup": "log-shallow"},
     "ansor+draft": {"setup": "ansor", "prior": "draft"},
     "draft": {"setup": "draft"},
+    "ansor-shallow": {"setup": "ansor-shallow"},
 }
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+BATCH_RECALL_MIN = 10  # a logged round's recall needs a top 10 % of at least one config
 QUALITY_METRICS = ("spearman", "kendall", "top_quartile_spearman", "recall10", "recall1", "best_of_1",
                    "best_of_10pct")
 
@@ -128,8 +129,11 @@ class PredictionLog:
 
     Each round is one compact dict (the trial the round started at, how many
     configs, Spearman between prediction and measurement, the measured value
-    of the config the model liked best against the round's best, the best
-    before the round, and whatever facts the agent adds). The predictions are
+    of the config the model liked best against the round's best, the mean
+    predicted score and the mean measured GFLOP/s, with at least
+    :data:`BATCH_RECALL_MIN` configs the recall of the round's best 10 % among
+    the 10 % the model predicted best, the best before the round, and whatever
+    facts the agent adds). The predictions are
     made before the configs are measured, so every round is a held-out test of
     the model as it was at that point of the run.
     """
@@ -146,6 +150,10 @@ class PredictionLog:
             entry["rho"] = _round(_correlation("spearman", p, m))
             entry["pick"] = _round(float(m[_top(p, 1)[0]]))  # measured GFLOP/s of the predicted best
             entry["best"] = _round(float(m.max()))
+            entry["score"] = _round(float(p.mean()))  # what the model predicted for the batch, on average
+            entry["mean"] = _round(float(m.mean()))  # and what the batch measured
+            if len(p) >= BATCH_RECALL_MIN:
+                entry["recall"] = _round(recall(p, m))  # the batch's best 10 % among the 10 % it predicted best
         entry["before"] = _round(best_before)
         entry.update({k: (_round(v) if isinstance(v, float) else v) for k, v in facts.items()})
         self.rounds.append(entry)

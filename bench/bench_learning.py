@@ -54,7 +54,7 @@ from tensorgym.baselines.render import caption, markdown, text_table
 from tensorgym.cli.args import float_list, int_list, seed_list
 from tensorgym.landscape import cpu_folder, shipped_env_ids
 from tensorgym.target import resolve_target
-from tensorgym.text import slug
+from tensorgym.text import format_table, slug
 from tensorgym.tuner import TuningResult
 
 from report_header import HERE, emit, header
@@ -64,9 +64,10 @@ DEFAULT_AGENTS = ("random", "ga", "dgd", "optuna", "ga-random-model", "dgd-rando
 LIVE_TIME_POINTS = (60.0, 120.0, 180.0, 240.0, 300.0)
 LANDSCAPE_TIME_POINTS = (30.0, 60.0, 120.0, 300.0)
 LANDSCAPE_TRIAL_POINTS = (16, 32, 64, 128, 256, 512)
+COST_MODEL_REPORT = "landscapes/cost_model.json"  # target 3: shown from its summary (see _cost_model_lines)
 # The other targets' own benchmarks: their JSON reports are read into this one (``--run-others`` runs them).
 OTHER_REPORTS = {
-    "cost model (target 3)": ("bench_cost_model_landscape.py", "landscapes/cost_model.json"),
+    "cost model (target 3)": ("bench_cost_model_landscape.py", COST_MODEL_REPORT),
     "held-out layers: one-shot and RL (targets 4 and 5)": ("bench_learning_heldout.py",
                                                            "landscapes/learning_heldout.json"),
 }
@@ -146,10 +147,52 @@ def _other_reports(run: bool, quiet: bool) -> list[str]:
             lines.append("not run yet on this machine (no report)")
             continue
         data = json.loads(path.read_text())
+        if report == COST_MODEL_REPORT and data.get("summary"):
+            lines += _cost_model_lines(data["summary"])
+            continue
         # A report's headline figures: its summary or targets, else its top-level entries but the raw ones.
         summary = data.get("summary") or data.get("targets") or {
             key: value for key, value in data.items() if key not in ("settings", "layers", "runs")}
         lines.append(json.dumps(summary, indent=1) if summary else "(its report has no summary)")
+    return lines
+
+
+def _figure(entry: dict | None) -> str:
+    """``{"mean", "ci"}`` as ``mean [low, high]``."""
+    if not entry or entry.get("mean") is None:
+        return "-"
+    low, high = entry.get("ci") or (None, None)
+    return f"{entry['mean']:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
+
+
+def _cost_model_lines(summary: dict) -> list[str]:
+    """Target 3 from the cost-model report's summary: per layer the recall of the true top 10 % and the Spearman
+    inside the true top quartile at 128 training configs, the agents' default against the opt-in set-up, met or
+    missed; then what the model predicted for the GA's and DGD's batches against what they measured."""
+    default, opt_in, layers = summary["default"], summary["opt_in"], summary["layers"]
+    met = sum(1 for e in layers.values() if e["met"])
+    lines = [f"{'MET' if met == len(layers) else 'NOT MET'} {summary['target']}: on {met} of {len(layers)} layers "
+             f"with the opt-in set-up {opt_in} (the GA's and DGD's default: {default}); mean [95 % interval] over "
+             f"the training sets"]
+    cells = [[layer, _figure(e[default]["recall10"]), _figure(e[opt_in]["recall10"]),
+              _figure(e[default]["top_quartile_spearman"]), _figure(e[opt_in]["top_quartile_spearman"]),
+              "met" if e["met"] else "missed"] for layer, e in layers.items()]
+    lines.append(format_table(cells, ["layer", f"rec10 {default}", f"rec10 {opt_in}", f"rho top25 {default}",
+                                      f"rho top25 {opt_in}", "target"]))
+    cells = []
+    for layer, agents in summary.get("batches", {}).items():
+        for agent, models in agents.items():
+            for model, b in models.items():
+                cells.append([layer, agent, model, b["runs"], b["rounds"],
+                              "-" if b["predicted_gflops"] is None else f"{b['predicted_gflops']:.1f}",
+                              "-" if b["measured_gflops"] is None else f"{b['measured_gflops']:.1f}",
+                              _figure(b["rho"]), _figure(b["recall10"]), _figure(b["true_top10_share"])])
+    if cells:
+        lines += ["the batches (landscape backend): the mean GFLOP/s the model predicted for its batches against "
+                  "what they measured; within a batch, Spearman, the recall of its best 10 % and its share in the "
+                  "space's true top 10 %",
+                  format_table(cells, ["layer", "agent", "model", "runs", "rounds", "predicted", "measured", "rho",
+                                       "rec10", "true top10"])]
     return lines
 
 

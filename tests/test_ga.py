@@ -178,6 +178,13 @@ def test_prediction_log_per_round():
     assert result.extra["model"] == "xgb both regression/log/none depth 4"
 
 
+def test_the_opt_in_model_recalls_with_the_code_features():
+    """``model="ansor-shallow", features="all"``: Ansor's target and weights, shallow trees, the code features."""
+    result = run_search(GAAgent("all", model="ansor-shallow", **SMALL), synthetic_tuner(budget=48))
+    assert result.extra["model"] == "xgb all regression/normalised/throughput depth 4"
+    assert result.extra["features"] == "all" and result.extra["model_guided_rounds"] == 2
+
+
 def test_random_model_ablation_makes_the_same_moves_blind():
     """ga-random-model: the same first (warm-up) batch as ga, then the same evolution on random scores."""
     from tensorgym.agents import make_agent

@@ -76,8 +76,17 @@ def test_prediction_log_rounds_and_summary():
     log.add(0, [], [], 0.0, best=20.0, model=False)
     first = log.add(64, [3.0, 2.0, 1.0], [30.0, 20.0, 10.0], 20.0, model=True, model_mean=20.123456)
     log.add(128, [1.0, 2.0, 3.0], [30.0, 20.0, 10.0], 30.0, model=True)
-    assert first == {"trial": 64, "n": 3, "rho": 1.0, "pick": 30.0, "best": 30.0, "before": 20.0, "model": True,
-                     "model_mean": 20.1}
+    assert first == {"trial": 64, "n": 3, "rho": 1.0, "pick": 30.0, "best": 30.0, "score": 2.0, "mean": 20.0,
+                     "before": 20.0, "model": True, "model_mean": 20.1}  # too few configs for a recall
     summary = log.summary()
     assert summary == {"rounds": 3, "mean_rho": 0.0, "improving_rounds": 2}  # rho +1 and -1; rounds 1, 2 improved
     assert log.to_json()["log"][2]["pick"] == 10.0  # the model's favourite measured 10
+
+
+def test_prediction_log_recall_of_a_batch():
+    """A batch of 20: its best 2 (10 %) against the 2 the model predicted best."""
+    log = PredictionLog()
+    measured = list(range(1, 21))
+    perfect = log.add(0, measured, measured, 0.0)
+    half = log.add(20, [*range(1, 19), 100.0, 0.0], measured, 20.0)  # 19 predicted best, 20 last
+    assert perfect["recall"] == 1.0 and half["recall"] == 0.5
