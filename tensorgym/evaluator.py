@@ -20,7 +20,9 @@ system). The live evaluator:
   killed mid-batch keeps every measurement it finished;
 * the fastest latency the database holds for the workload (same target and
   space) goes to the measurer as the *incumbent*: a kernel several times slower
-  is timed short (``Record.timing == "short"``). :meth:`Evaluator.time_in_full`
+  is timed short (``Record.timing == "short"``: one confirming sample, or none
+  after a checked call ten times slower, see :mod:`tensorgym.measure.protocol`).
+  :meth:`Evaluator.time_in_full`
   times such a kernel again in full when it turns out to matter (the
   :class:`~tensorgym.tuner.Tuner` asks when one would become a run's best).
 

@@ -52,7 +52,10 @@ class Record:
 
     How the latency was measured: ``timing`` is ``"full"`` (the whole timing
     protocol) or ``"short"`` (one sample: the kernel was already several times
-    slower than the fastest one known; see :mod:`tensorgym.measure.protocol`).
+    slower than the fastest one known, or its checked call alone took ten times
+    as long and is the sample; see :mod:`tensorgym.measure.protocol`). A short
+    record is a correct kernel measured as slow: searches learn from it like any
+    other, and it is completed (timed in full) when it would become a run's best.
     ``contention`` is the largest share of the cores' time that other processes
     took while the samples were taken (None: not known); above
     :data:`BUSY_SHARE` the record was timed on a busy machine (:attr:`busy`).
@@ -96,7 +99,7 @@ class Record:
 
     @property
     def short(self) -> bool:
-        """Timed with one sample only (a kernel far slower than the best known)."""
+        """Timed with one sample only, or stopped after its checked call (a kernel far slower than the best known)."""
         return self.timing == "short"
 
     @property

@@ -28,8 +28,12 @@ were already handed to ``on_record``).
 **Cheaper measurements.** Given the fastest latency known for a workload
 (``incumbent_s``, which the :class:`~tensorgym.evaluator.Evaluator` reads from
 the database), the runner times a kernel whose first call is already several
-times slower with one sample only (``Record.timing == "short"``); the
-incumbent improves as faster kernels of the batch are timed.
+times slower with one sample only (``Record.timing == "short"``), and stops a
+kernel whose checked call alone took ten times the incumbent right there
+(see "Early stop" in :mod:`.protocol`); the incumbent improves as faster
+kernels of the batch are timed. That early stop, and timing one-call samples
+without ``time_evaluator``'s extra call (:func:`.tasks.main_sampler`), are the
+``savings`` of issue 24: on by default, off to measure as before.
 
 The measurer sees a space only through its
 :class:`~tensorgym.spaces.builder.KernelBuilder` (:meth:`Space.builder()
@@ -112,6 +116,10 @@ class Measurer:
             of the same length); ``None`` scales with the workload: 10 s + 25 s per GFLOP.
         infra_retries: how many times a measurement the machine made fail is repeated before
             it is recorded as ``infra_error``.
+        savings: stop timing a kernel whose checked call took ``protocol.stop_factor`` times the
+            incumbent (a ``short`` record; only adaptive measurements have an incumbent), and time
+            one-call samples around the call (``protocol.direct_calls``). False measures as before
+            (the protocol, a given runner's included, is changed to say so).
         faults: test hook, ``{config: fault}`` with a fault of
             :data:`tensorgym.measure.tasks.FAULTS` (``"crash"``, ``"hang"``: the runner's process,
             the local child or the remote device's session, crashes or hangs instead of running the
@@ -122,7 +130,7 @@ class Measurer:
     def __init__(self, target: Target | str | None = None, *, runner: Runner | None = None,
                  builders: int | None = None, protocol: TimingProtocol | None = None,
                  build_timeout: float | None = None,
-                 run_timeout: float | None = None, infra_retries: int = 2,
+                 run_timeout: float | None = None, infra_retries: int = 2, savings: bool = True,
                  faults: Mapping[Config, str] | None = None):
         if runner is not None and not isinstance(runner, Runner):
             raise InvalidTypeError(f"runner must be a tensorgym Runner, got {type(runner).__name__}")
@@ -130,6 +138,8 @@ class Measurer:
             raise InvalidTypeError(f"protocol must be a TimingProtocol, got {type(protocol).__name__}")
         if runner is not None and protocol is not None:
             raise InvalidArgumentError("pass the protocol to the runner, not to the Measurer, when you give a runner")
+        if not isinstance(savings, bool):
+            raise InvalidTypeError(f"savings must be True or False, got {type(savings).__name__}")
         build_timeout = None if build_timeout is None else number("build_timeout", build_timeout, positive=True)
         run_timeout = None if run_timeout is None else number("run_timeout", run_timeout, positive=True)
         self.infra_retries = integer("infra_retries", infra_retries, minimum=0)
@@ -152,6 +162,8 @@ class Measurer:
         self._builders = [Worker(f"builder{i}", self._workdir, env={"TVM_NUM_THREADS": "1"}, preload=preload)
                           for i in range(n_builders)]
         self.runner = runner if runner is not None else runner_for(self.target, self._workdir, protocol)
+        if not savings:
+            self.runner.protocol = replace(self.runner.protocol, stop_factor=0.0, direct_calls=False)
         self.kernels_built = 0
         self.kernels_run = 0
 

@@ -21,7 +21,7 @@
 5. **Summary.** The latency is the median of all samples; the coefficient of
    variation and the samples themselves are recorded with it.
 
-Two additions make the protocol cheaper and more honest:
+These additions make the protocol cheaper and more honest:
 
 * **Contention** (:mod:`.contention`). Every round is bracketed by readings of
   the scheduler's accounts; a round in which the timing process lost more than
@@ -37,6 +37,23 @@ Two additions make the protocol cheaper and more honest:
   timing stops there and is marked ``short``
   (the latency is that sample: what was measured, in less time). A slow kernel
   on BERT M3 costs a few calls instead of a full round.
+* **Early stop.** A kernel whose checked call alone took ``stop_factor`` (10)
+  times the incumbent, on a quiet machine (the call is bracketed by the same
+  contention readings as a round), is not timed at all: the record is ``short``
+  with that one call as its only sample. Ten times is far beyond what a cold
+  first call adds on its own (the check's output buffer is fresh, the thread
+  pool may be asleep: fractions of a millisecond, or at most about a tenth of
+  a long call), so such a kernel is at least several times slower than the best known
+  whatever a full timing would say, and the full timing of a kernel of 0.5-2 s
+  per call on BERT M3 (one more call, then rounds) is what the random agent's
+  trials spent most of their time on. The latency is an honest bound: what one
+  call took, within about a tenth of what a full timing gives (median ratios
+  0.96-1.12 on R5 and M3 in bench/reports/bench_measure*.txt), for a kernel
+  that is in any case several times slower than the best known; the
+  record says it is short, so that nothing mistakes it for a full timing
+  (:meth:`tensorgym.evaluator.Evaluator.time_in_full` completes it when it
+  matters). A busy checked call, or one of unknown contention on a machine
+  without scheduler statistics, falls back to the confirmation sample above.
 
 Kernels use every core of the target (``TVM_NUM_THREADS``), as the vendor
 libraries they are compared with do. On a 2-vCPU virtual machine two-thread
@@ -46,8 +63,11 @@ them, and extends them when they disagree; bench/bench_measure.py prints the
 resulting spread.
 
 TVM kernels are timed with ``time_evaluator`` (a C++ loop, no Python overhead
-per call); vendor libraries (PyTorch, NumPy) with the same steps in a Python
-loop, because that is how a user calls them. Nothing else of tensorgym runs on
+per call), except samples of one call, which last 10 ms or more: those are timed
+around the call itself, which spares the extra untimed call ``time_evaluator``
+makes each time it is called (:func:`tensorgym.measure.tasks.main_sampler`);
+vendor libraries (PyTorch, NumPy) with the same steps in a Python loop,
+because that is how a user calls them. Nothing else of tensorgym runs on
 the cores while a kernel is timed: builds happen before, in their own phase.
 """
 
@@ -103,11 +123,16 @@ class TimingProtocol:
     busy_share: float = BUSY_SHARE  # rounds above this contention share are taken again
     busy_retime_ms: float = 200.0  # sampling time allowed for rounds taken again (contention that lasts is flagged)
     short_factor: float = 3.0  # first call this many times slower than the incumbent: short timing (0: never)
+    stop_factor: float = 10.0  # checked call this many times slower than the incumbent: early stop (0: never)
+    direct_calls: bool = True  # one-call samples timed around the call (see tasks.main_sampler); False: time_evaluator
     max_total_samples: int | None = None  # also stop extending past this many samples (one-call GPU samples)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_samples <= self.max_samples or min(self.min_repeat_ms, self.warmup_ms) < 0:
             raise ValueError(f"invalid timing protocol {self}")
+        # Below 2x a kernel may be the next best after a noisy first call: stopping it there would be a guess.
+        if self.stop_factor and self.stop_factor < 2.0:
+            raise ValueError(f"stop_factor must be 0 (never stop early) or at least 2, got {self.stop_factor}")
 
     def first_call(self, call: Callable[[], object], *, force: bool = False) -> float:
         """Make a kernel's first call (the checked one) and return its duration.
@@ -128,15 +153,20 @@ class TimingProtocol:
                 return last
 
     def run(self, first_call_s: float, time_samples: Callable[[int, int], list[float]], *,
-            incumbent_s: float | None = None, probe: ContentionProbe | None = None) -> Timing:
+            incumbent_s: float | None = None, probe: ContentionProbe | None = None,
+            first_share: float | None = None) -> Timing:
         """Apply steps 1-5 after the first call (see the module docs).
 
         ``first_call_s`` is the duration of the first (warm-up/check) call;
         ``time_samples(number, repeat)`` returns ``repeat`` samples of ``number`` calls each;
-        ``incumbent_s`` is the fastest latency known for the workload (enables short timing).
+        ``incumbent_s`` is the fastest latency known for the workload (enables short timing and the
+        early stop); ``first_share`` is the contention share seen during the first call (None: not
+        known, and then the early stop waits for a confirming sample).
         """
         probe = probe or ContentionProbe()
         shares: list[float] = []
+        if self.stopped_early(first_call_s, incumbent_s, first_share):
+            return Timing([first_call_s], 1, first_share, 0, SHORT, [first_share])  # type: ignore[list-item]
 
         def rounds(number: int, repeat: int) -> tuple[list[float], float | None]:
             before = probe.snapshot()
@@ -188,6 +218,11 @@ class TimingProtocol:
             return Timing(samples, number, contention, len(busy_samples), FULL, shares)
         # The machine stayed busy: report every sample it gave, flagged by the largest share.
         return Timing(samples + busy_samples, number, max(shares) if shares else None, 0, FULL, shares)
+
+    def stopped_early(self, first_call_s: float, incumbent_s: float | None, first_share: float | None) -> bool:
+        """Whether a kernel is stopped after its checked call (see "Early stop" in the module docs)."""
+        return bool(self.stop_factor and incumbent_s and first_share is not None
+                    and first_call_s > self.stop_factor * incumbent_s and not is_busy(first_share, self.busy_share))
 
     def time_callable(self, fn: Callable[[], object], *, incumbent_s: float | None = None) -> Timing:
         """Time a Python callable (a vendor library call) with this protocol."""
