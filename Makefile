@@ -17,8 +17,14 @@ $(STAMP): pyproject.toml
 .PHONY: install demo test test-avx2 test-slow bench clean
 install: $(STAMP)
 
+# The demo is one table: random search in the default tiles space (the learning agents' space) beside
+# random-structured in the microkernel space (calibrated register microkernels, the space that reaches the vendor
+# on fp32 conv2d and matmul), the vendors timed and everything re-timed in the same run. About a minute on 2 cores;
+# a machine's first use adds a quick microkernel calibration (about 10 s, announced). Re-running resumes.
 demo: $(STAMP)
-	$(BIN)/tensorgym tune Conv2d-ResNet-R5-v0 --agent random --budget $(BUDGET) --db tensorgym.db
+	@echo "Conv2d-ResNet-R5-v0 (ResNet-50 R5, 3x3 conv2d): the tiles space (agent random) beside the microkernel space (agent random-structured)"
+	$(BIN)/tensorgym compare Conv2d-ResNet-R5-v0 --agents random,random-structured --budget $(BUDGET) --seeds 1 \
+		--db tensorgym.db --out compare-results/demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

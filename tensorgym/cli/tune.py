@@ -1,4 +1,5 @@
-"""``tensorgym tune ENV_ID``: tune one environment with a search agent, then compare with the vendor library."""
+"""``tensorgym tune ENV_ID``: tune one environment with a search agent, then compare with the vendor library;
+when the kernel trails the vendor and another space does better for the operator, say which (:mod:`.advice`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tensorgym.text import format_table
 from tensorgym.tuner import ProgressBarCallback, TuningResult, check_budget
 from tensorgym.workloads import SUPPORTED_DTYPES
 
+from .advice import advice_line, space_advice
 from .args import add_rpc_argument, add_run_arguments, finite_float, output_file, rpc_target
 from .shapes import parse_shape
 
@@ -57,13 +59,13 @@ def add_parser(subparsers) -> None:
                    help="what the kernel receives packed: tiles space (NCHW conv2d) in-kernel or weights; "
                         "microkernel space in-kernel (default), weights or all. The vendor reference is then "
                         "one with pre-packed weights too")
-    p.add_argument("--features", choices=("af", "generic", "both"),
+    p.add_argument("--features", choices=("af", "generic", "both", "all"),
                    help="cost-model features of the ga / dgd agents (default: both)")
     p.add_argument("--model",
-                   help="the agent's model: for ga / dgd the cost model, ansor, log-shallow (default), draft or random "
-                        "(Ansor's XGBoost, XGBoost on log throughput with shallow trees, the same boosted from the "
-                        "analytical draft, or random scores: the ablation); for one-shot the predictor file written "
-                        "by `tensorgym oneshot train`")
+                   help="the agent's model: for ga / dgd the cost model, log-shallow (default), ansor-shallow, ansor, "
+                        "draft or random (XGBoost on log throughput with shallow trees, Ansor's XGBoost with shallow "
+                        "trees, Ansor's XGBoost, the same boosted from the analytical draft, or random scores: "
+                        "the ablation); for one-shot the predictor file written by `tensorgym oneshot train`")
     p.add_argument("--policy", help="policy file of the rl agent (written by `tensorgym train`)")
     p.add_argument("--top-k", type=int, help="configs the one-shot agent measures (default: 32)")
     p.add_argument("--budget", type=int, default=64, help="measurements (default: 64)")
@@ -166,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("no config ran correctly; see `tensorgym show` for the errors")
     busy = result.extra.get("busy_trials", 0)
+    ratio = None  # the tuned kernel over the vendor reference; None without one, or from a busy timing
     if remote is not None and not args.no_vendor:
         print("(no vendor reference: the vendor libraries run on this machine, not on the remote device)")
     elif not args.no_vendor:
@@ -180,8 +183,10 @@ def run(args: argparse.Namespace) -> int:
             rows.append((f"{ref.library} {ref.layout}", f"{ref.gflops:.1f}", f"{ref.latency_s * 1e3:.3f}",
                          f"{ref.latency_cv * 100:.1f}", "busy machine" if ref.busy else ref.kernel))
             if result.best_gflops:
-                ratio = ratio_text(result.best_gflops, ref, kernel_busy=result.extra.get("best_busy", False))
-                rows[0] = (*rows[0][:4], ratio)
+                kernel_busy = result.extra.get("best_busy", False)
+                rows[0] = (*rows[0][:4], ratio_text(result.best_gflops, ref, kernel_busy=kernel_busy))
+                if ref.gflops and not (kernel_busy or ref.busy):
+                    ratio = result.best_gflops / ref.gflops
             busy += ref.busy
         except VendorUnavailable as exc:
             print(f"(no vendor reference: {exc})")
@@ -196,4 +201,28 @@ def run(args: argparse.Namespace) -> int:
         searched = env.unwrapped.search_space
         if searched.name == result.space and searched.is_valid(result.best_config):
             print(f"best kernel: {searched.describe(result.best_config)}")
+    advice = space_advice(workload.op, workload.dtype, result.space, ratio, target_kind=target.kind,
+                          mapping_dtypes=_mapping_dtypes(target))
+    if advice is not None:
+        print(advice_line(advice, ratio, result.space, args.env_id, _same_problem_options(args, advice.space)))
     return 0
+
+
+def _mapping_dtypes(target) -> frozenset[str]:
+    """The dtypes the mapping space has an exact intrinsic for on ``target`` (as ``tensorgym info`` lists them)."""
+    if target.kind != "llvm":
+        return frozenset()
+    from tensorgym.spaces.mapping.intrinsics import INTRINSICS
+
+    return frozenset(i.dtype for i in INTRINSICS.values()
+                     if i.missing_isa(target) is None and i.inexact_for(i.dtype) is None)
+
+
+def _same_problem_options(args: argparse.Namespace, space: str) -> list[str]:
+    """The options of this ``tune`` that the advised command repeats: the same problem, target, budget and
+    database (``--packing`` only into the microkernel space, the other space that takes it)."""
+    given = [("--shape", args.shape), ("--dtype", None if args.dtype == "float32" else args.dtype),
+             ("--target", None if args.target == "llvm" else args.target), ("--layout", args.layout),
+             ("--packing", args.packing if space == "microkernel" else None), ("--budget", args.budget),
+             ("--time-budget", args.time_budget), ("--db", args.db)]
+    return [text for option, value in given if value is not None for text in (option, str(value))]
