@@ -110,6 +110,7 @@ log = logging.getLogger(__name__)
 DEFAULT_AGENTS = ("random", "ga", "dgd", "optuna", "metaschedule")
 DEFAULT_SCHEDULERS = ("round-robin", "gradient", "dual-task")  # the agents of a network's comparison
 BACKENDS = ("tvm", "landscape")
+LANDSCAPE_SPACES = ("tiles", "microkernel")  # the spaces landscapes are measured in (tensorgym.landscape)
 # The landscape leaderboard's agents and points: a run costs no measurement, so it reads further.
 LANDSCAPE_AGENTS = ("random", "ga", "dgd", "ga-random-model", "dgd-random-model", "optuna")
 LANDSCAPE_TRIAL_POINTS = (16, 32, 64, 128, 256, 512)
@@ -768,15 +769,15 @@ def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[s
     if ray is not None:
         raise InvalidArgumentError("backend='landscape' runs on this machine's cores (jobs=); ray= spreads "
                                    "measuring runs")
-    if space not in (None, "tiles"):
-        raise InvalidArgumentError(f"landscapes are of the tiles space, not {space!r}")
     options = {name: dict((agent_options or {}).get(name, {})) for name in names}
-    for name in names:
-        agent = make_agent(name, **options[name])
-        agent.check_space("tiles")
-        if agent.env_space != "tiles":
-            raise InvalidArgumentError(f"agent {name!r} searches the {agent.env_space} space; landscapes are of the "
-                                       f"tiles space")
+    agents = {name: make_agent(name, **options[name]) for name in names}
+    if space is None:  # the agents' own space when they share one (random-structured: microkernel), else tiles
+        spaces = {agent.env_space for agent in agents.values()}
+        space = spaces.pop() if len(spaces) == 1 else "tiles"
+    if space not in LANDSCAPE_SPACES:
+        raise InvalidArgumentError(f"landscapes are of the {' or '.join(LANDSCAPE_SPACES)} space, not {space!r}")
+    for agent in agents.values():
+        agent.check_space(space)  # one line: the agent works in other spaces
     check_budget(budget, time_budget)
     jobs = integer("jobs", jobs if jobs is not None else (os.cpu_count() or 1), minimum=1)
     board = Leaderboard(env_ids=list(tuned), agents=names, seeds=seeds, budget=budget, time_budget=time_budget,
@@ -784,7 +785,7 @@ def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[s
                         time_points=None if time_points is None else tuple(time_points))
     paths: dict[str, Path] = {}
     for env_id, workload in tuned.items():  # every landscape found before anything runs
-        paths[env_id] = find_landscape(workload, "tiles", cpu=landscape)
+        paths[env_id] = find_landscape(workload, space, cpu=landscape)
         land = Landscape.load(paths[env_id])
         board.labels[env_id] = workload.label
         board.landscapes[env_id] = LandscapeFacts(
@@ -820,7 +821,8 @@ def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[s
             with ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
                                      mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = {pool.submit(_landscape_run, tuned[env_id].to_json(), str(paths[env_id]), name,
-                                       options[name], seed, budget, time_budget, str(path)): (env_id, seed, name, path)
+                                       options[name], seed, budget, time_budget, str(path), space):
+                           (env_id, seed, name, path)
                            for env_id, seed, name, path in todo}
                 for future in as_completed(futures):
                     env_id, seed, name, path = futures[future]
@@ -847,11 +849,12 @@ def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[s
 
 
 def _landscape_run(workload_json: dict[str, Any], landscape_path: str, name: str, options: dict[str, Any], seed: int,
-                   budget: int | None, time_budget: float | None, out_path: str) -> tuple[float, float]:
+                   budget: int | None, time_budget: float | None, out_path: str,
+                   space: str = "tiles") -> tuple[float, float]:
     """One run of a landscape comparison, in a worker process: ``name`` tunes the layer's landscape env; its result
     goes to ``out_path``. Returns the run's wall seconds and the share of them spent answering from the landscape."""
     start = time.monotonic()
-    env = make_env(Workload.from_json(workload_json), space="tiles", backend="landscape", landscape=landscape_path)
+    env = make_env(Workload.from_json(workload_json), space=space, backend="landscape", landscape=landscape_path)
     try:
         result = make_agent(name, **options).tune(env, budget=budget, time_budget=time_budget, seed=seed)
         simulation = float(getattr(tuning_env(env).evaluator, "seconds", 0.0))

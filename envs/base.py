@@ -87,8 +87,9 @@ def refuse_landscape(space_name: str, backend: Any, given: Mapping[str, Any]) ->
     """Refuse ``backend="landscape"`` for an env of ``space_name`` that has no landscapes, and ``landscape=``
     given with another backend (one line each)."""
     if backend == "landscape":
-        raise UnsupportedBackend(f"backend='landscape' is the tiles env's (space='tiles'): no landscapes of the "
-                                 f"{space_name} space exist yet; use backend='tvm' or 'replay'")
+        raise UnsupportedBackend(f"backend='landscape' is the tiles and microkernel envs' (space='tiles' or "
+                                 f"'microkernel'): no landscapes of the {space_name} space exist yet; use "
+                                 f"backend='tvm' or 'replay'")
     if given.get("landscape") is not None:
         raise InvalidArgumentError("landscape= names the landscape of backend='landscape'; give that backend too")
 

@@ -76,38 +76,39 @@ MAX_CACHED_LANDSCAPES = 16  # landscapes whose walks a process keeps (a few MB e
 
 # -- which landscape ------------------------------------------------------------------------------------------
 def env_landscape(workload: Workload, landscape: LandscapeArgument = None,
-                  target: Target | str | None = None) -> Landscape:
-    """The tiles landscape of ``workload`` that ``landscape=`` names (see the module docs); raises a one-line
+                  target: Target | str | None = None, space: str = "tiles") -> Landscape:
+    """The ``space`` landscape of ``workload`` that ``landscape=`` names (see the module docs); raises a one-line
     :class:`~tensorgym.landscape.LandscapeError` (``LandscapeNotFound`` when none is shipped)."""
     if isinstance(landscape, Landscape):
         land = landscape
     elif landscape is None:
-        land = load_landscape(_shipped(workload, target=resolve_target(target)))
+        land = load_landscape(_shipped(workload, space, target=resolve_target(target)))
     elif isinstance(landscape, (str, os.PathLike)):
         text = os.fspath(landscape)
         if isinstance(landscape, os.PathLike) or text.endswith(SUFFIX) or os.sep in text or Path(text).is_file():
             land = load_landscape(text)
         else:  # a CPU folder: that CPU's shipped landscape of the layer
-            land = load_landscape(_shipped(workload, cpu=text))
+            land = load_landscape(_shipped(workload, space, cpu=text))
     else:
         raise InvalidTypeError(f"landscape must be a CPU folder name, a landscape file or a Landscape, got "
                                f"{type(landscape).__name__}")
-    check_landscape(land, workload)
+    check_landscape(land, workload, space)
     return land
 
 
-def _shipped(workload: Workload, **where: Any) -> Path:
+def _shipped(workload: Workload, space: str = "tiles", **where: Any) -> Path:
     """:func:`~tensorgym.landscape.find_landscape`'s file, its one-line refusal naming the env's keyword."""
     try:
-        return find_landscape(workload, "tiles", **where)
+        return find_landscape(workload, space, **where)
     except LandscapeNotFound as exc:  # it hints at its own cpu= argument: the env's is landscape=
         raise LandscapeNotFound(str(exc).replace("(cpu=", "(landscape=")) from None
 
 
-def check_landscape(land: Landscape, workload: Workload) -> None:
+def check_landscape(land: Landscape, workload: Workload, space: str = "tiles") -> None:
     """Refuse a landscape of another space or layer than the env's (one line)."""
-    if land.space_name != "tiles":
-        raise LandscapeError(f"{land!r} is of the {land.space_name} space; the landscape env walks tiles landscapes")
+    if land.space_name != space:
+        raise LandscapeError(f"{land!r} is of the {land.space_name} space; this landscape env walks {space} "
+                             f"landscapes (make the env with space={land.space_name!r})")
     if land.workload_key != workload.key:
         raise LandscapeError(f"{land!r} is a landscape of {land.workload_label}, not of {workload.label}")
 

@@ -15,7 +15,8 @@ microkernel-construction env, or ``"mapping"``, the intrinsic-mapping env), ``dt
 (``"float32"``, the default; ``"int8"`` and ``"bf16"`` in the ``mapping`` space), ``context=`` (a
 :class:`~tensorgym.context.TuningContext`) or ``target=``, ``db=``, ``measurer=``, then
 ``max_steps=``, ``render_mode=``, ``backend=`` (``"tvm"``, ``"replay"``, or ``"landscape"`` in the tiles
-space, with ``landscape=``: :mod:`.landscape_env`), and the chosen space's own options.
+space, with ``landscape=``: :mod:`.landscape_env`, and in the microkernel space:
+:mod:`.landscape_microkernel_env`), and the chosen space's own options.
 
 **Episode length.** Every id is registered with ``max_episode_steps`` (64, :data:`~.base.DEFAULT_MAX_STEPS`;
 a network id: 4 steps per live task), so ``gym.make`` wraps the env in Gymnasium's ``TimeLimit``,
@@ -50,6 +51,8 @@ from tensorgym.workloads import CHANNEL_BLOCK, Conv2d, Workload, conv2d, matmul
 
 from .base import DEFAULT_MAX_STEPS, TuningEnv, check_max_steps, target_of
 from .landscape_env import LandscapeHopEnv
+from .landscape_microkernel_env import LandscapeMicrokernelEnv
+from .microkernel_env import MicrokernelEnv
 from .tile_hop import TileHopEnv
 
 
@@ -64,8 +67,8 @@ def make_env(workload: Workload, *, space: str = "tiles", dtype: str | None = No
     if layout:
         workload = with_layout(workload, layout, target_of(kwargs))
     cls = env_class(space)
-    if cls is TileHopEnv and kwargs.get("backend") == "landscape":
-        cls = LandscapeHopEnv  # the tile-hop env over a landscape (the other envs refuse the backend)
+    if kwargs.get("backend") == "landscape":  # the env over a landscape (the other envs refuse the backend)
+        cls = {TileHopEnv: LandscapeHopEnv, MicrokernelEnv: LandscapeMicrokernelEnv}.get(cls, cls)
     return cls(workload, **kwargs)
 
 

@@ -51,7 +51,7 @@ def test_runs_are_reproducible_per_seed_and_resume(tmp_path):
 
 def test_a_landscape_comparison_refuses_what_it_cannot_run(tmp_path):
     with pytest.raises(InvalidArgumentError, match="microkernel space"):
-        compare([LAYER], "random-structured", budget=8, seeds=1, backend="landscape", landscape=CPU,
+        compare([LAYER], "random-structured", budget=8, seeds=1, backend="landscape", landscape=CPU, space="tiles",
                 out_dir=tmp_path / "x", plot=False, progress=False)
     with pytest.raises(InvalidArgumentError, match="layers"):
         compare(["Network-ResNet18-v0"], "round-robin", budget=8, seeds=1, backend="landscape", landscape=CPU,

@@ -1,12 +1,14 @@
 """``tensorgym landscape measure|export|check``: exhaustively measured benchmark spaces.
 
-  tensorgym landscape measure ENV_ID --db PATH [--space tiles] [--limit N] [--time-limit S]
-        measure every config of the layer's benchmark space (tensorgym.spaces.tiles.benchmark) through
-        the normal evaluator; resumable (run it again), with a progress bar and an ETA
-  tensorgym landscape export ENV_ID --db PATH --out FILE [--t4 FILE]
+  tensorgym landscape measure ENV_ID --db PATH [--space tiles|microkernel] [--limit N] [--time-limit S]
+        measure every config of the layer's benchmark space (tensorgym.spaces.tiles.benchmark, or for a
+        conv2d tensorgym.spaces.microkernel.benchmark) through the normal evaluator, after the full-space
+        search that anchors it (the GA in the tiles space, random-structured in the microkernel space, 512
+        measurements, into the --anchor-db); resumable (run it again), with a progress bar and an ETA
+  tensorgym landscape export ENV_ID --db PATH [--space ...] [--out FILE] [--t4 FILE]
         one compact file of the landscape (and, with --t4, the T4 format read by Kernel Tuner and the
         autotuning-methodology package)
-  tensorgym landscape check ENV_ID [--configs 64]
+  tensorgym landscape check ENV_ID [--space ...] [--configs 64]
         re-measure random configs of the shipped landscape live: their rank correlation with it
 """
 
@@ -27,13 +29,20 @@ from tensorgym.landscape.file import Landscape
 from tensorgym.landscape.measuring import measure_landscape
 from tensorgym.landscape.shipped import LANDSCAPES_DIR, find_landscape, landscape_filename
 from tensorgym.measure.measurer import Measurer
-from tensorgym.spaces.tiles.benchmark import DEFAULT_MAX_CONFIGS, benchmark_space
+from tensorgym.spaces.microkernel.catalogue import load_catalogue
+from tensorgym.spaces.microkernel import benchmark as microkernel_benchmark
+from tensorgym.spaces.tiles import benchmark as tiles_benchmark
 from tensorgym.target import RUNNABLE_PROFILES, resolve_target
 from tensorgym.tuner import Tuner
+from tensorgym.workloads import Conv2d
 
 from .args import finite_float
 
-SPACES = ("tiles",)
+SPACES = ("tiles", "microkernel")
+# The full-space search whose best config anchors each space's benchmark sub-space (see their modules).
+ANCHOR_AGENTS = {"tiles": "ga", "microkernel": "random-structured"}
+DEFAULT_MAX_CONFIGS = {"tiles": tiles_benchmark.DEFAULT_MAX_CONFIGS,
+                       "microkernel": microkernel_benchmark.DEFAULT_MAX_CONFIGS}
 
 
 def add_parser(subparsers) -> None:
@@ -42,7 +51,9 @@ def add_parser(subparsers) -> None:
 
     p = sub.add_parser("measure", help="measure every config of a layer's benchmark space (resumable)",
                        description="Measure every config of the layer's benchmark space: a bounded sub-space of "
-                                   "the tiles space chosen by documented rules (tensorgym.spaces.tiles.benchmark). "
+                                   "the tiles space (or, --space microkernel, of a conv2d's microkernel space) chosen "
+                                   "by documented rules (tensorgym.spaces.tiles.benchmark, "
+                                   "tensorgym.spaces.microkernel.benchmark). "
                                    "Every kernel is checked against NumPy and faults are recorded. Run the same "
                                    "command again to resume.")
     _add_common(p)
@@ -67,6 +78,7 @@ def add_parser(subparsers) -> None:
                                    "their rank correlation with it: the landscape's own noise figure on its CPU, "
                                    "and how far another CPU's landscape carries over to this one.")
     p.add_argument("env_id", help="a suite layer's id, e.g. Conv2d-ResNet-R5-v0")
+    p.add_argument("--space", default="tiles", choices=SPACES, help="the space of the shipped landscape")
     p.add_argument("--landscape", default=None, help="a landscape file (default: the shipped one of this CPU)")
     p.add_argument("--cpu", default=None, help="the CPU folder of a shipped landscape of another CPU")
     p.add_argument("--configs", type=int, default=64, help="configs to re-measure (default 64)")
@@ -80,45 +92,63 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("env_id", help="a suite layer's id, e.g. Conv2d-ResNet-R5-v0")
     p.add_argument("--db", required=True, help="the SQLite database of the measurements")
     p.add_argument("--space", default="tiles", choices=SPACES, help="the space whose benchmark sub-space is measured")
-    p.add_argument("--max-configs", type=int, default=DEFAULT_MAX_CONFIGS,
-                   help=f"size of the benchmark sub-space (default {DEFAULT_MAX_CONFIGS})")
+    p.add_argument("--max-configs", type=int, default=None,
+                   help=f"size of the benchmark sub-space (default {DEFAULT_MAX_CONFIGS['tiles']} in the tiles "
+                        f"space, {DEFAULT_MAX_CONFIGS['microkernel']} in the microkernel space)")
     p.add_argument("--target", default="llvm", choices=("llvm", "native", *RUNNABLE_PROFILES),
                    help="this CPU (default), or this CPU restricted to a profile such as x86-64-v3")
     p.add_argument("--anchor-db", default=None,
-                   help="database of the full-space GA search whose best config anchors the benchmark space "
-                        "(default: the --db file's name with '-anchor' added)")
+                   help="database of the full-space search whose best config anchors the benchmark space (the GA "
+                        "in the tiles space, random-structured in the microkernel space; default: the --db file's "
+                        "name with '-anchor' added)")
     p.add_argument("--anchor-budget", type=int, default=512,
                    help="measurements of that search (default 512; it runs first when the database lacks them)")
 
 
 def _space(args: argparse.Namespace, measurer: Measurer | None = None):
-    """The layer's benchmark space, around the anchor the full-space GA search found (run first, with
+    """The layer's benchmark space, around the anchor the full-space search found (run first, with
     ``measurer``, if its database does not hold the whole search yet)."""
-    if args.max_configs < 1:
-        raise InvalidArgumentError(f"--max-configs must be at least 1, got {args.max_configs}")
+    max_configs = args.max_configs if args.max_configs is not None else DEFAULT_MAX_CONFIGS[args.space]
+    if max_configs < 1:
+        raise InvalidArgumentError(f"--max-configs must be at least 1, got {max_configs}")
     if args.anchor_budget < 1:
         raise InvalidArgumentError(f"--anchor-budget must be at least 1, got {args.anchor_budget}")
     target = measurer.target if measurer is not None else resolve_target(args.target)
     if target.kind != "llvm":
         raise InvalidArgumentError("landscapes are measured on a CPU target")
     workload = workload_of(args.env_id)
-    full = make_space("tiles", workload, target)
+    if args.space not in SPACES:
+        raise InvalidArgumentError(f"landscapes are of the {' or '.join(SPACES)} space, not {args.space!r}")
+    catalogue = None
+    if args.space == "microkernel":
+        if not isinstance(workload, Conv2d):
+            raise InvalidArgumentError(f"the microkernel benchmark space is defined for conv2d layers; "
+                                       f"{args.env_id} is a {workload.op}")
+        catalogue = load_catalogue(target)  # CatalogueMissing names the command that calibrates
+        full = make_space("microkernel", workload, target, catalogue=catalogue)
+    else:
+        full = make_space("tiles", workload, target)
+    agent = ANCHOR_AGENTS[args.space]
     path = anchor_path(args)
     with Database(path) as database:
         held = database.count(workload.key, target.fingerprint, full.name)
         if held < args.anchor_budget:
             if measurer is None:
-                raise InvalidArgumentError(f"{path} holds {held} of the {args.anchor_budget} measurements of the GA "
-                                           f"search that anchors the benchmark space of {workload.label}: run "
-                                           f"`tensorgym landscape measure {args.env_id}` first")
-            print(f"{workload.label}: the GA searches the full tiles space ({args.anchor_budget} measurements, "
-                  f"seed 0) for the anchor of the benchmark space; database {path}", file=sys.stderr)
-            Tuner(Evaluator(full, database, measurer), budget=args.anchor_budget).run(make_agent("ga"), seed=0)
+                raise InvalidArgumentError(f"{path} holds {held} of the {args.anchor_budget} measurements of the "
+                                           f"{agent} search that anchors the {args.space} benchmark space of "
+                                           f"{workload.label}: run `tensorgym landscape measure {args.env_id} "
+                                           f"--space {args.space}` first")
+            print(f"{workload.label}: {agent} searches the full {args.space} space ({args.anchor_budget} "
+                  f"measurements, seed 0) for the anchor of the benchmark space; database {path}", file=sys.stderr)
+            Tuner(Evaluator(full, database, measurer), budget=args.anchor_budget).run(make_agent(agent), seed=0)
         best = database.best(workload.key, target.fingerprint, full.name)
     if not best:
-        raise InvalidArgumentError(f"no kernel of the GA search in {path} ran correctly: nothing anchors the "
+        raise InvalidArgumentError(f"no kernel of the {agent} search in {path} ran correctly: nothing anchors the "
                                    f"benchmark space of {workload.label}")
-    return benchmark_space(workload, target, max_configs=args.max_configs, anchor=best[0].config)
+    if args.space == "microkernel":
+        return microkernel_benchmark.benchmark_space(workload, target, catalogue=catalogue, max_configs=max_configs,
+                                                     anchor=best[0].config)
+    return tiles_benchmark.benchmark_space(workload, target, max_configs=max_configs, anchor=best[0].config)
 
 
 def anchor_path(args: argparse.Namespace) -> Path:
@@ -162,7 +192,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.configs < 2:
         raise InvalidArgumentError(f"--configs must be at least 2 (a rank correlation), got {args.configs}")
-    path = args.landscape or find_landscape(args.env_id, cpu=args.cpu)
+    path = args.landscape or find_landscape(args.env_id, args.space, cpu=args.cpu)
     landscape = Landscape.load(path)
     target = resolve_target(None)
     with Database(args.db) as database, Measurer(target) as measurer:

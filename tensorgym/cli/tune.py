@@ -95,12 +95,17 @@ def trials_line(result: TuningResult, db) -> str:
             f"{result.wall_s:.1f} s")
 
 
+LANDSCAPE_SPACES = ("tiles", "microkernel")  # the spaces landscapes are measured in (tensorgym.landscape)
+
+
 def _tune_on_landscape(args: argparse.Namespace, workload, agent, space: str) -> int:
     """``tune --backend landscape``: the run answered from the layer's landscape; its best beside the true optimum."""
-    if space != "tiles" or args.packing or args.layout or args.rpc or args.target not in ("llvm", "native"):
-        raise InvalidArgumentError("landscapes are of the tiles space of a suite layer as registered, on this CPU: "
-                                   "drop --space, --packing, --layout, --rpc and --target")
-    env = make_env(workload, space="tiles", backend="landscape", landscape=args.landscape)
+    if space not in LANDSCAPE_SPACES or args.packing or args.layout or args.rpc or \
+            args.target not in ("llvm", "native"):
+        raise InvalidArgumentError("landscapes are of the tiles or microkernel space of a suite layer as registered, "
+                                   "on this CPU: drop --packing, --layout, --rpc and --target, and use --space tiles "
+                                   "or microkernel")
+    env = make_env(workload, space=space, backend="landscape", landscape=args.landscape)
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,
                             callback=None if args.quiet else ProgressBarCallback())

@@ -260,6 +260,9 @@ class LandscapeEvaluator(Evaluator):
         from ..catalog import make_space
 
         try:
+            full = getattr(self.space, "full_space", None)  # a benchmark space that knows its full space (no cache)
+            if callable(full):
+                return full().is_valid(config)
             return make_space(self.space.name, self.space.workload, self.space.target).is_valid(config)
         except TensorgymError:
             return False

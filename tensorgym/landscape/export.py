@@ -100,7 +100,8 @@ def export_landscape(database: Database, space: Space, *, env_id: str | None = N
         tvm_version=target.tvm_version, llvm_version=llvm_version or _llvm_version(),
         tensorgym_version=_tensorgym_version(), git_commit=_git_commit(),
         protocol=_protocol(protocol), date=_iso(None), configs_in_space=len(configs),
-        fma_peak_gflops=fma_peak_gflops if fma_peak_gflops is not None else _calibrated_peak(target),
+        fma_peak_gflops=fma_peak_gflops if fma_peak_gflops is not None else (
+            getattr(space, "peak_gflops", None) or _calibrated_peak(target)),
         env_id=env_id if env_id is not None else resolve_workload(space.workload)[1],
         measured_from=_iso(created[0]) if created else None, measured_to=_iso(created[-1]) if created else None,
         notes={"configs_measured": len(records), "complete": not missing},

@@ -1,9 +1,10 @@
 """A landscape as a value, and its compact file format.
 
 A *landscape* is every config of one bounded search space of one layer, measured once on one CPU
-(:mod:`tensorgym.spaces.tiles.benchmark` chooses such spaces, :mod:`.measuring` measures them,
-:mod:`.export` turns the database into a :class:`Landscape`). It is shipped as data, so agents can
-be compared on it with many seeds in minutes, against the true optimum, without compiling anything.
+(:mod:`tensorgym.spaces.tiles.benchmark` and :mod:`tensorgym.spaces.microkernel.benchmark` choose such
+spaces, :mod:`.measuring` measures them, :mod:`.export` turns the database into a :class:`Landscape`).
+It is shipped as data, so agents can be compared on it with many seeds in minutes, against the true
+optimum, without compiling anything.
 
 **The file** (``*.json.gz``, :data:`FORMAT` version :data:`VERSION`): one gzip-compressed JSON object
 
@@ -11,8 +12,9 @@ be compared on it with many seeds in minutes, against the true optimum, without 
 * ``metadata`` (:class:`LandscapeMetadata`): the CPU (model, folder, label, fingerprint, ISA flags,
   cores, the measured fp32 FMA peak if known), the versions (TVM, LLVM, tensorgym and its git
   commit), the timing protocol, the date and the span of the measurements, the workload (its JSON,
-  key and label), the space's name and options (``bounds`` included: :meth:`Landscape.space` builds
-  exactly the measured space again), the full target description, the env id if the workload is a
+  key and label), the space's name and options (``bounds`` included, and for a microkernel space the
+  catalogue entries of its microkernels: :meth:`Landscape.space` builds exactly the measured space again,
+  on any machine), the full target description, the env id if the workload is a
   suite layer, and how many configs of the space the file holds;
 * ``columns``: one list per field, one entry per config, in the space's own order
   (:meth:`~tensorgym.spaces.base.Space.configs`): ``config`` (the config's JSON key), ``status``,
@@ -325,9 +327,15 @@ class Landscape:
         included), without TVM. Each call builds a new one."""
         from ..catalog import make_space
 
+        options = self.metadata.space_options
         try:
-            return make_space(self.space_name, self.workload, self.target, **self.metadata.space_options)
-        except TensorgymError as exc:
+            if self.space_name == "microkernel" and "bounds" in options:
+                # A benchmark sub-space of the microkernel space: its options carry its catalogue and bounds.
+                from ..spaces.microkernel.benchmark import MicrokernelBenchmarkSpace
+
+                return MicrokernelBenchmarkSpace(self.workload, self.target, **options)
+            return make_space(self.space_name, self.workload, self.target, **options)
+        except (TensorgymError, TypeError) as exc:
             raise LandscapeError(f"the {self.space_name} space of {self.workload_label} cannot be built from the "
                                  f"landscape's metadata: {exc}") from None
 
