@@ -30,7 +30,10 @@ budget), so one run per seed serves every budget. Finished runs are read back fr
 
 **Live** (``--live``): the same agents compiled and timed on this machine, one run at a time, into one
 database (``--db``), each layer its own ``compare`` run in ``<out>/<layer>/`` with the vendors and every
-run's best re-timed at the end. 6 agents x 5 seeds x 512 measurements is 2-3 hours per layer on 2 cores::
+run's best re-timed at the end. The report adds whether the landscape's ranking of the agents holds live, layer by
+layer, and each agent's re-timed best against the vendor's best of the same run; ``--report-dir bench/reports``
+also writes it to ``learning/<cpu>-live.{txt,json}``. 6 agents x 5 seeds x 512 measurements is 2-3 hours per layer
+on 2 cores; the committed live report ran random, GA and DGD, 5 seeds x 256 on R5 and C7 and 2 on M3::
 
     python bench/bench_learning.py --live --envs Matmul-BERT-M0-v0 --budget 12 --seeds 2 --budgets 8,12 \
         --agent-option ga:population=64 --agent-option ga-random-model:population=64 --no-vendor \
@@ -303,6 +306,71 @@ def run_landscapes(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def _mean_at(agent_entry: dict, budget: int) -> float | None:
+    figure = agent_entry.get(f"@{budget}") or {}
+    return figure.get("mean")
+
+
+def _order(agents: dict[str, dict], budget: int, names: list[str]) -> list[str]:
+    means = {a: _mean_at(agents[a], budget) for a in names if a in agents}
+    return sorted((a for a, m in means.items() if m is not None), key=lambda a: -means[a])
+
+
+def _ranking_lines(live: dict, landscape_json: Path, budget: int, final_budget: int) -> list[str]:
+    """Whether the landscape's ranking of the agents holds live, layer by layer, at ``budget`` trials (the mean best
+    over seeds; the landscape's runs are the 20-seed leaderboard's). Spaces differ: live runs search the full tiles
+    space, the landscape its benchmark sub-space, so absolute GFLOP/s do not compare, orders do."""
+    if not landscape_json.exists():
+        return [f"no landscape report at {landscape_json}: run bench_learning.py on landscapes first"]
+    land = json.loads(landscape_json.read_text())["envs"]
+    rows, held = [], 0
+    for env_id, entry in live["envs"].items():
+        if env_id not in land:
+            order = _order(entry["agents"], budget, list(entry["agents"]))
+            rows.append([env_id, "-", " > ".join(order), "no landscape", ""])
+            continue
+        names = [a for a in entry["agents"] if a in land[env_id]["agents"]]
+        live_order, land_order = _order(entry["agents"], budget, names), _order(land[env_id]["agents"], budget, names)
+        same = live_order == land_order
+        held += same
+        final = " > ".join(_order(entry["agents"], final_budget, names))
+        rows.append([env_id, " > ".join(land_order), " > ".join(live_order), "holds" if same else "differs", final])
+    table = format_table(rows, ["layer", f"landscape @{budget} (means)", f"live @{budget} (means)", "order",
+                                f"live @{final_budget}"])
+    title = f"== the landscape's ranking, live: {held} of {len(rows)} layers in the same order at {budget} trials =="
+    return ["", title, table,
+            "live runs search the full tiles space, the landscapes their benchmark sub-spaces: the orders compare, the "
+            "GFLOP/s do not; whether each agent is above random with separate intervals is in the targets above"]
+
+
+def _vendor_lines(out: Path, budget: int) -> list[str]:
+    """Each agent's mean best re-timed, over the fastest vendor reference re-timed in the same run (the tiles space
+    against the strongest library on this CPU), read from each layer's compare run in ``out``."""
+    rows, names = [], []
+    for path in sorted(out.glob("*/compare.json")):
+        board = json.loads(path.read_text())
+        for env_id, refs in board.get("vendor", {}).items():
+            timed = [(r.get("remeasured_gflops") or r.get("gflops"), r) for r in refs]
+            timed = [(g, r) for g, r in timed if g]
+            if not timed:
+                continue
+            best, ref = max(timed, key=lambda t: t[0])
+            names.append(f"{env_id}: {ref['library']} {ref.get('layout', '')}".rstrip() + f", {best:.1f} re-timed")
+            for row in board["rows"]:
+                if row["env"] != env_id or row["agent"].startswith("vendor"):
+                    continue
+                retimed = (row["stats"].get("re-timed") or {}).get("mean")
+                found = (row["stats"].get(f"@{budget}") or {}).get("mean")
+                rows.append([env_id, row["agent"], f"{found:.1f}" if found else "-",
+                             f"{retimed:.1f}" if retimed else "-", f"{retimed / best:.2f}x" if retimed else "-"])
+    if not rows:
+        return []
+    return ["", f"== the tiles space against the vendor's best, same run ({budget} trials, means over seeds) ==",
+            format_table(rows, ["layer", "agent", f"@{budget}", "re-timed", "/vendor's best"]),
+            "the vendor's best (fastest reference re-timed in the same run, every layout and packing state):",
+            *(f"  {line}" for line in names)]
+
+
 def run_live(args: argparse.Namespace) -> int:
     if max(args.budgets) > args.budget:
         print(f"--budgets {args.budgets} go beyond --budget {args.budget}", file=sys.stderr)
@@ -326,14 +394,34 @@ def run_live(args: argparse.Namespace) -> int:
         return 2
     report = analyse(results, budgets=args.budgets, time_points=args.time_points, dgd_seconds=args.dgd_seconds,
                      labels=labels)
-    text = render(report)
+    target = resolve_target(None)
+    cpu = cpu_folder(target)
+    seeds = sorted({r.seed for by_agent in results.values() for runs in by_agent.values() for r in runs})
+    head = header(f"What learns, confirmed live on {cpu}: {', '.join(args.agents.split(','))} compiled and timed, "
+                  f"{len(seeds)} seeds x {args.budget} trials", target)
+    reports = Path(args.report_dir) if args.report_dir else None
+    # The landscape report this run confirms: beside the live one when that folder has one, else the committed one.
+    candidates = [d / "learning" / f"{cpu}.json" for d in (reports, HERE / "reports") if d is not None]
+    landscape_json = next((p for p in candidates if p.exists()), candidates[-1])
+    common_budget = max((b for b in args.budgets if b in (128, 512)), default=min(args.budgets))
+    text = "\n".join([*head, f"runs: {out} (one compare run per layer, vendors timed and winners re-timed in the same "
+                      f"run); database {args.db}", render(report),
+                      *_ranking_lines(report, landscape_json, common_budget, max(args.budgets)),
+                      *_vendor_lines(out, max(args.budgets))])
     print(text)
     (out / "learning.json").write_text(json.dumps(report, indent=1))
     (out / "learning.txt").write_text(text + "\n")
+    written = [out / "learning.txt"]
+    if reports is not None:
+        learning_dir = reports / "learning"
+        learning_dir.mkdir(parents=True, exist_ok=True)
+        (learning_dir / f"{cpu}-live.txt").write_text(text + "\n")
+        (learning_dir / f"{cpu}-live.json").write_text(json.dumps(report, indent=1))
+        written.append(learning_dir / f"{cpu}-live.txt")
     paths = plot(results, out / "plots", labels)
     where = "" if args.report_only else f"; database {args.db}"
-    print(f"\nwrote {out / 'learning.txt'}, {out / 'learning.json'} and {len(paths)} plot(s) in {out / 'plots'}"
-          f"{where} ({(time.monotonic() - t0) / 60:.1f} min)")
+    print(f"\nwrote {', '.join(map(str, written))} and {len(paths)} plot(s) in {out / 'plots'}{where} "
+          f"({(time.monotonic() - t0) / 60:.1f} min)")
     return 1 if errors else 0
 
 
@@ -355,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="where runs go (default: work/learning-<cpu> on landscapes, "
                         "bench-learning live)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--report-dir", default=None, help="where the reports go (default: bench/reports on "
+                        "landscapes; live: only --out unless given, then <dir>/learning/<cpu>-live.txt)")
     land = parser.add_argument_group("on landscapes")
     land.add_argument("--landscape", default=None, help="another CPU's landscapes, named (default: this CPU's)")
     land.add_argument("--headline-trials", type=int, default=1000,
@@ -362,7 +452,6 @@ def main(argv: list[str] | None = None) -> int:
     land.add_argument("--headline-seeds", type=seed_list, default=None,
                       help="seeds of the headline's longer runs (default: --seeds)")
     land.add_argument("--jobs", type=int, default=None, help="runs at a time (default: one per core)")
-    land.add_argument("--report-dir", default=None, help="where the reports go (default: bench/reports)")
     land.add_argument("--run-others", action="store_true",
                       help="run the cost-model and held-out benchmarks first (else their last reports are read)")
     land.add_argument("--minari-episodes", type=int, default=100,
