@@ -113,6 +113,33 @@ def check_landscape(land: Landscape, workload: Workload, space: str = "tiles") -
         raise LandscapeError(f"{land!r} is a landscape of {land.workload_label}, not of {workload.label}")
 
 
+def landscape_evaluator(env_name: str, workload: Workload, space: str, *, landscape: LandscapeArgument,
+                        evaluator: LandscapeEvaluator | None, target: Target | str | None, backend: str,
+                        kwargs: dict[str, Any], ignored: tuple[str, ...] = ()) -> LandscapeEvaluator:
+    """The evaluator a landscape env answers from, after refusing in one line what such an env cannot take (a
+    database, a measurer, another backend, both a landscape and an evaluator); drops the measuring keywords the
+    env's live parent would take (``kwargs`` is changed in place)."""
+    given = sorted(name for name in ("context", "db", "measurer") if kwargs.get(name) is not None)
+    if given:
+        raise InvalidArgumentError(f"backend='landscape' answers from the landscape file: it takes no "
+                                   f"{', '.join(f'{name}=' for name in given)}")
+    if backend != "landscape":
+        raise InvalidArgumentError(f"a {env_name} answers from a landscape, not with backend={backend!r}")
+    for name in ("context", "db", "measurer", *ignored):
+        kwargs.pop(name, None)
+    if evaluator is not None:
+        if not isinstance(evaluator, LandscapeEvaluator):
+            raise InvalidTypeError(f"backend='landscape' takes a LandscapeEvaluator as evaluator=, got "
+                                   f"{type(evaluator).__name__}")
+        if landscape is not None:
+            raise InvalidArgumentError("give landscape= or evaluator= (which holds a landscape), not both")
+        check_landscape(evaluator.landscape, workload, space)
+        return evaluator
+    if not isinstance(workload, Workload):
+        raise InvalidTypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
+    return LandscapeEvaluator(env_landscape(workload, landscape, target, space))
+
+
 def load_landscape(path: str | os.PathLike) -> Landscape:
     """The landscape of the file ``path``, read once per process (a landscape is immutable; the envs of a
     vector env share it). A file that changed is read again."""
@@ -214,25 +241,8 @@ class LandscapeHopEnv(TileHopEnv):
     def __init__(self, workload: Workload, *, landscape: LandscapeArgument = None,
                  evaluator: LandscapeEvaluator | None = None, target: Target | str | None = None,
                  backend: str = "landscape", **kwargs: Any):
-        given = sorted(name for name in ("context", "db", "measurer") if kwargs.get(name) is not None)
-        if given:
-            raise InvalidArgumentError(f"backend='landscape' answers from the landscape file: it takes no "
-                                       f"{', '.join(f'{name}=' for name in given)}")
-        if backend != "landscape":
-            raise InvalidArgumentError(f"a LandscapeHopEnv answers from a landscape, not with backend={backend!r}")
-        for name in ("context", "db", "measurer"):
-            kwargs.pop(name, None)
-        if evaluator is not None:
-            if not isinstance(evaluator, LandscapeEvaluator):
-                raise InvalidTypeError(f"backend='landscape' takes a LandscapeEvaluator as evaluator=, got "
-                                       f"{type(evaluator).__name__}")
-            if landscape is not None:
-                raise InvalidArgumentError("give landscape= or evaluator= (which holds a landscape), not both")
-            check_landscape(evaluator.landscape, workload)
-        else:
-            if not isinstance(workload, Workload):
-                raise InvalidTypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
-            evaluator = LandscapeEvaluator(env_landscape(workload, landscape, target))
+        evaluator = landscape_evaluator("LandscapeHopEnv", workload, "tiles", landscape=landscape, evaluator=evaluator,
+                                        target=target, backend=backend, kwargs=kwargs)
         self._at = self._best_at = -1  # the state's row and the episode's best row (-1: no episode)
         super().__init__(workload, backend="landscape", evaluator=evaluator, **kwargs)
         self.landscape = evaluator.landscape

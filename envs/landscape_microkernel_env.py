@@ -28,14 +28,13 @@ from typing import Any
 import numpy as np
 
 from tensorgym.config import Config
-from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.landscape import LandscapeEvaluator
 from tensorgym.spaces.microkernel import LAMBDA
 from tensorgym.target import Target
 from tensorgym.workloads import Workload
 
 from .base import TuningEnv, check_reset_options
-from .landscape_env import DRAW_STREAM, LandscapeArgument, check_landscape, env_landscape
+from .landscape_env import DRAW_STREAM, LandscapeArgument, landscape_evaluator
 from .microkernel_env import UNMEASURED_PEAK_GFLOPS, MicrokernelEnv
 
 SPACE = "microkernel"
@@ -58,26 +57,9 @@ class LandscapeMicrokernelEnv(MicrokernelEnv):
     def __init__(self, workload: Workload, *, landscape: LandscapeArgument = None,
                  evaluator: LandscapeEvaluator | None = None, target: Target | str | None = None,
                  backend: str = "landscape", **kwargs: Any):
-        given = sorted(name for name in ("context", "db", "measurer") if kwargs.get(name) is not None)
-        if given:
-            raise InvalidArgumentError(f"backend='landscape' answers from the landscape file: it takes no "
-                                       f"{', '.join(f'{name}=' for name in given)}")
-        if backend != "landscape":
-            raise InvalidArgumentError(f"a LandscapeMicrokernelEnv answers from a landscape, not with "
-                                       f"backend={backend!r}")
-        for name in ("context", "db", "measurer", "auto_calibrate"):
-            kwargs.pop(name, None)
-        if evaluator is not None:
-            if not isinstance(evaluator, LandscapeEvaluator):
-                raise InvalidTypeError(f"backend='landscape' takes a LandscapeEvaluator as evaluator=, got "
-                                       f"{type(evaluator).__name__}")
-            if landscape is not None:
-                raise InvalidArgumentError("give landscape= or evaluator= (which holds a landscape), not both")
-            check_landscape(evaluator.landscape, workload, SPACE)
-        else:
-            if not isinstance(workload, Workload):
-                raise InvalidTypeError(f"workload must be a tensorgym Workload, got {type(workload).__name__}")
-            evaluator = LandscapeEvaluator(env_landscape(workload, landscape, target, SPACE))
+        evaluator = landscape_evaluator("LandscapeMicrokernelEnv", workload, SPACE, landscape=landscape,
+                                        evaluator=evaluator, target=target, backend=backend, kwargs=kwargs,
+                                        ignored=("auto_calibrate",))
         # The microkernel env's own set-up, without its catalogue (the landscape's space carries one).
         TuningEnv.__init__(self, workload, backend="landscape", evaluator=evaluator, **kwargs)
         self.landscape = evaluator.landscape
