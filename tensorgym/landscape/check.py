@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..catalog import make_space
 from ..database import Database
 from ..evaluator import Evaluator
 from ..measure.measurer import Measurer
@@ -57,7 +56,7 @@ def check_landscape(landscape: Landscape, database: Database, measurer: Measurer
     from tqdm.auto import tqdm
 
     target = measurer.target
-    space = make_space(landscape.space_name, landscape.workload, target, **landscape.metadata.space_options)
+    space = landscape.space(target)
     rng = np.random.default_rng(seed)
     rows = rng.choice(len(landscape), size=min(configs, len(landscape)), replace=False)
     evaluator = Evaluator(space, database, measurer)

@@ -322,19 +322,21 @@ class Landscape:
         """Whether it holds every config of its space."""
         return len(self) == self.metadata.configs_in_space
 
-    def space(self) -> Space:
+    def space(self, target: Target | None = None) -> Space:
         """The measured space, built again from the metadata (same name, workload, target and options, bounds
-        included), without TVM. Each call builds a new one."""
+        included), without TVM. Each call builds a new one. ``target``: build it for another target than the
+        landscape's (the live machine of ``landscape check``), which compiles its configs."""
         from ..catalog import make_space
 
         options = self.metadata.space_options
+        target = self.target if target is None else target
         try:
             if self.space_name == "microkernel" and "bounds" in options:
                 # A benchmark sub-space of the microkernel space: its options carry its catalogue and bounds.
                 from ..spaces.microkernel.benchmark import MicrokernelBenchmarkSpace
 
-                return MicrokernelBenchmarkSpace(self.workload, self.target, **options)
-            return make_space(self.space_name, self.workload, self.target, **options)
+                return MicrokernelBenchmarkSpace(self.workload, target, **options)
+            return make_space(self.space_name, self.workload, target, **options)
         except (TensorgymError, TypeError) as exc:
             raise LandscapeError(f"the {self.space_name} space of {self.workload_label} cannot be built from the "
                                  f"landscape's metadata: {exc}") from None
