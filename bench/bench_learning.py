@@ -54,6 +54,7 @@ from pathlib import Path
 from tensorgym.baselines.compare import compare
 from tensorgym.baselines.learning import analyse, plot, render
 from tensorgym.baselines.render import caption, markdown, text_table
+from tensorgym.baselines.vendor import best_vendor
 from tensorgym.cli.args import float_list, int_list, seed_list
 from tensorgym.landscape import cpu_folder, shipped_env_ids
 from tensorgym.target import resolve_target
@@ -350,11 +351,10 @@ def _vendor_lines(out: Path, budget: int) -> list[str]:
     for path in sorted(out.glob("*/compare.json")):
         board = json.loads(path.read_text())
         for env_id, refs in board.get("vendor", {}).items():
-            timed = [(r.get("remeasured_gflops") or r.get("gflops"), r) for r in refs]
-            timed = [(g, r) for g, r in timed if g]
-            if not timed:
+            ref = best_vendor(refs)
+            if ref is None:
                 continue
-            best, ref = max(timed, key=lambda t: t[0])
+            best = ref.get("remeasured_gflops") or ref["gflops"]
             names.append(f"{env_id}: {ref['library']} {ref.get('layout', '')}".rstrip() + f", {best:.1f} re-timed")
             for row in board["rows"]:
                 if row["env"] != env_id or row["agent"].startswith("vendor"):
