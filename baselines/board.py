@@ -129,10 +129,12 @@ class LandscapeFacts:
     seconds_per_trial: float  # the space's mean wall seconds per measured config
     cpu: str  # where it was measured
     path: str = ""
+    digest: str = ""  # of the file's bytes: what a run's resume key names (not the path, which moves)
 
     def to_json(self) -> dict[str, Any]:
         return {"optimum_gflops": self.optimum_gflops, "configs": int(self.scores.size),
-                "seconds_per_trial": self.seconds_per_trial, "cpu": self.cpu, "path": self.path}
+                "seconds_per_trial": self.seconds_per_trial, "cpu": self.cpu, "path": self.path,
+                "digest": self.digest}
 
 
 @dataclass

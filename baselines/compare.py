@@ -790,14 +790,16 @@ def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[s
         board.labels[env_id] = workload.label
         board.landscapes[env_id] = LandscapeFacts(
             optimum_gflops=float(land.scores.max()), scores=np.asarray(land.scores, dtype=float),
-            seconds_per_trial=float(np.mean(land.wall_s)), cpu=land.cpu_label, path=str(paths[env_id]))
+            seconds_per_trial=float(np.mean(land.wall_s)), cpu=land.cpu_label, path=str(paths[env_id]),
+            digest=hashlib.sha256(paths[env_id].read_bytes()).hexdigest()[:16])
     out = _out_dir(out_dir)
     _make_dirs(out)
     runs = [(e, s, a) for e in tuned for s in seeds for a in names]
     todo = []
     for env_id, seed, name in runs:
+        # Keyed by the landscape's content: the same file in another checkout (another path) resumes.
         path = _result_path(out, env_id, name, seed, {**options[name], "backend": "landscape",
-                                                     "landscape": board.landscapes[env_id].to_json()})
+                                                     "landscape": board.landscapes[env_id].digest})
         saved = _read_saved(path, TuningResult.from_json,
                             lambda r: (r.budget, r.time_budget) == (budget, time_budget))
         if saved is None:

@@ -36,6 +36,14 @@ microkernel calibration if no full catalogue is stored)::
 
     python bench/bench_kernels.py --json bench/reports/bench_kernels.json
 
+In chunks (a session of a few hours, a machine shared with other work): one layer per run, into one
+``--db`` (a run again resumes its tuning from it: measured configs are not measured again), each with
+its own ``--json`` (written as each layer completes), then one report of them all::
+
+    python bench/bench_kernels.py --layers Conv2d-ResNet-R1-v0 --db kernels.db --json R1.json --trial-budget 0
+    ...
+    python bench/bench_kernels.py --merge R1.json R5.json ... --json bench/reports/bench_kernels.json
+
 The default combinations: DGD in the tiles space on the NCHW layer as is
 (``tiles-dgd``) and with in-kernel NCHWc packing (``tiles-dgd-packed``),
 random-structured in the microkernel space packing in the kernel
@@ -192,7 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--emulate-before", action="store_true",
                         help="also measure the trial cost with adaptive timing and busy re-timing switched off")
     parser.add_argument("--progress", action="store_true", help="progress bars")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", default=None,
+                        help="measure nothing: print one report of these runs' --json files (a run in chunks) "
+                             "and write it to --json")
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge_reports(args.merge, args.json)
 
     from tensorgym.agents import make_agent
     from tensorgym.baselines.compare import median_or_none, retime_interleaved, space_of
@@ -275,44 +288,25 @@ def main(argv: list[str] | None = None) -> int:
             for ref, values, busy in zip(refs, retimed_all.vendors, retimed_all.vendors_busy):
                 vendors.append({**ref.to_json(), "retimed": median_or_none(values), "retimed_samples": values,
                                 "busy": busy, "first_busy": ref.busy})
-            best_overall = max((v for v in vendors if v["retimed"]), key=lambda v: v["retimed"], default=None)
-            best_kind = {kind: max((v for v in vendors if v["retimed"] and v["weights"] == kind),
-                                   key=lambda v: v["retimed"], default=None) for kind in ("per call", PRE_PACKED)}
-            rows, layer_out = [], {"kernels": [], "vendors": vendors, "workload": base.to_json()}
-            top = None
+            layer_out = {"kernels": [], "vendors": vendors, "workload": base.to_json(), "peak_gflops": peak}
             for (combo, budget, space, (config, first), weights, result), values, busy in zip(
                     runs, retimed_all.kernels, retimed_all.kernels_busy):
-                retimed = median_or_none(values)
-                rows.append([f"{combo} @{budget}", weights, _fmt(first), _fmt(retimed),
-                             "-" if not retimed else f"{100 * retimed / peak:.0f} %",
-                             _ratio(retimed, best_kind[weights], busy), _ratio(retimed, best_overall, busy)])
                 layer_out["kernels"].append({"combo": combo, "budget": budget, "weights": weights,
                                              "config": config.to_json(), "describe": space.describe(config),
-                                             "first_gflops": first, "retimed": retimed, "retimed_samples": values,
+                                             "first_gflops": first, "retimed": median_or_none(values),
+                                             "retimed_samples": values,
                                              "busy_trials": result.extra.get("busy_trials", 0),
                                              "retimed_busy": busy})
-                if budget == max(args.budgets) and retimed and (top is None or retimed > top[0]):
-                    top = (retimed, busy)
-            for v in vendors:
-                rows.append([f"vendor {v['library']} {v['layout']}", v["weights"], _fmt(v["gflops"]),
-                             _fmt(v["retimed"]), "-" if not v["retimed"] else f"{100 * v['retimed'] / peak:.0f} %",
-                             "busy" if v["busy"] else "", ""])
-            print(format_table(rows, ["kernel", "weights", "first GFLOP/s", "re-timed", "% peak",
-                                      "vs vendor (same kind)", "vs vendor's best"]))
-            if top and best_overall and best_overall["retimed"]:
-                if top[1] or best_overall["busy"]:
-                    print("   best vs vendor's best: not given (timed on a busy machine)")
-                else:
-                    ratios_best.append(top[0] / best_overall["retimed"])
-                    print(f"   best tensorgym kernel @{max(args.budgets)} / vendor's best ({best_overall['library']} "
-                          f"{best_overall['layout']}): {ratios_best[-1]:.2f}x; {100 * top[0] / peak:.0f} % of peak")
+            text, ratio = layer_table(layer_out, max(args.budgets))
+            print(text, flush=True)
+            if ratio is not None:
+                ratios_best.append(ratio)
             report["layers"][layer] = layer_out
+            if args.json:  # each layer as it completes: a chunked run merges them (--merge)
+                Path(args.json).write_text(json.dumps(report, indent=1, default=str))
 
         if ratios_best:
-            geomean = math.exp(statistics.fmean(math.log(r) for r in ratios_best))
-            report["geomean_vs_vendor_best"] = geomean
-            print(f"\ngeomean over {len(ratios_best)} layer(s) of best tensorgym / vendor's best: {geomean:.2f}x "
-                  f"(target >= 1.0x)")
+            report["geomean_vs_vendor_best"] = print_geomean(ratios_best)
 
     if args.trial_budget:
         print(f"\n== trial cost: random agent, seed 0, {args.trial_budget} trials, tiles space", flush=True)
@@ -341,6 +335,86 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str))
     shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def layer_table(layer_out: dict, top_budget: int) -> tuple[str, float | None]:
+    """The table of one layer's re-timed kernels and vendors, and its best kernel at ``top_budget`` over the
+    vendor's best (None when either was re-timed only on a busy machine)."""
+    from tensorgym.baselines.vendor import PRE_PACKED
+    from tensorgym.text import format_table
+
+    peak, vendors = layer_out["peak_gflops"], layer_out["vendors"]
+    best_overall = max((v for v in vendors if v["retimed"]), key=lambda v: v["retimed"], default=None)
+    best_kind = {kind: max((v for v in vendors if v["retimed"] and v["weights"] == kind),
+                           key=lambda v: v["retimed"], default=None) for kind in ("per call", PRE_PACKED)}
+    rows, top = [], None
+    for k in layer_out["kernels"]:
+        retimed, busy = k["retimed"], k["retimed_busy"]
+        rows.append([f"{k['combo']} @{k['budget']}", k["weights"], _fmt(k["first_gflops"]), _fmt(retimed),
+                     "-" if not retimed else f"{100 * retimed / peak:.0f} %",
+                     _ratio(retimed, best_kind[k["weights"]], busy), _ratio(retimed, best_overall, busy)])
+        if k["budget"] == top_budget and retimed and (top is None or retimed > top[0]):
+            top = (retimed, busy, k["combo"])
+    for v in vendors:
+        rows.append([f"vendor {v['library']} {v['layout']}", v["weights"], _fmt(v["gflops"]),
+                     _fmt(v["retimed"]), "-" if not v["retimed"] else f"{100 * v['retimed'] / peak:.0f} %",
+                     "busy" if v["busy"] else "", ""])
+    lines = [format_table(rows, ["kernel", "weights", "first GFLOP/s", "re-timed", "% peak",
+                                 "vs vendor (same kind)", "vs vendor's best"])]
+    ratio = None
+    if top and best_overall and best_overall["retimed"]:
+        if top[1] or best_overall["busy"]:
+            lines.append("   best vs vendor's best: not given (timed on a busy machine)")
+        else:
+            ratio = top[0] / best_overall["retimed"]
+            lines.append(f"   best tensorgym kernel @{top_budget} ({top[2]}) / vendor's best "
+                         f"({best_overall['library']} {best_overall['layout']}): {ratio:.2f}x; "
+                         f"{100 * top[0] / peak:.0f} % of peak")
+    return "\n".join(lines), ratio
+
+
+def print_geomean(ratios: list[float]) -> float:
+    geomean = math.exp(statistics.fmean(math.log(r) for r in ratios))
+    print(f"\ngeomean over {len(ratios)} layer(s) of best tensorgym / vendor's best: {geomean:.2f}x "
+          f"(target >= 1.0x)")
+    return geomean
+
+
+def merge_reports(paths: list[str], out: str | None) -> int:
+    """One report of the layers of several runs' JSON files (a benchmark run in chunks, a layer per run).
+
+    Every layer keeps the figures of the run that measured it, its FMA peak included; runs on different
+    targets are refused (their ratios do not belong in one geometric mean)."""
+    from tensorgym.workloads import Workload
+
+    reports = [json.loads(Path(p).read_text()) for p in paths]
+    prints = {r["target"]["fingerprint"] for r in reports}
+    if len(prints) != 1:
+        print(f"error: the runs are of different targets ({', '.join(sorted(prints))})", file=sys.stderr)
+        return 2
+    target = reports[0]["target"]
+    print(f"merged from {len(paths)} run(s): {', '.join(paths)}")
+    print(f"{target['label']} (fingerprint {target['fingerprint']})")
+    merged: dict = {"target": target, "layers": {}, "merged_from": paths,
+                    "settings": [r["settings"] for r in reports]}
+    ratios = []
+    for path, report in zip(paths, reports):
+        top = max(_ints(",".join(map(str, report["settings"]["budgets"]))))
+        for layer, layer_out in report["layers"].items():
+            layer_out.setdefault("peak_gflops", report.get("peak_gflops"))
+            wl = Workload.from_json(layer_out["workload"])
+            print(f"\n== {layer}: {wl.describe()}, {wl.gflop:.3f} GFLOP (from {path}; measured fp32 FMA peak "
+                  f"{layer_out['peak_gflops']:.1f} GFLOP/s)")
+            text, ratio = layer_table(layer_out, top)
+            print(text)
+            if ratio is not None:
+                ratios.append(ratio)
+            merged["layers"][layer] = layer_out
+    if ratios:
+        merged["geomean_vs_vendor_best"] = print_geomean(ratios)
+    if out:
+        Path(out).write_text(json.dumps(merged, indent=1, default=str))
     return 0
 
 

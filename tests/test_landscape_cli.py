@@ -61,3 +61,36 @@ def test_export_of_an_unmeasured_layer_is_one_line(tmp_path, capsys):
     code = main(["landscape", "export", LAYER, "--db", str(tmp_path / "none.db"), "--anchor-budget", "4"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "landscape measure" in err
+
+
+def test_rounds_measure_each_config_again_into_its_own_database_and_export_takes_their_median(measured, capsys):
+    tmp, db, common = measured
+    args = [*common, "--rounds", "2"]
+    assert main(["landscape", "measure", *args, "--limit", "1"]) == 0  # round 1 is complete: round 2 starts
+    assert main(["landscape", "measure", *args]) == 0  # resumed
+    out = capsys.readouterr().out
+    assert "round 2/2" in out and "complete" in out.splitlines()[-1]
+    second = tmp / "land-round2.db"
+    with Database(db, readonly=True) as a, Database(second, readonly=True) as b:
+        first = {r.config: r for r in a.records()}
+        again = {r.config: r for r in b.records()}
+    assert set(again) == set(first)  # every config measured a second time
+    land_path = tmp / "C7-rounds.json.gz"
+    assert main(["landscape", "export", *[a for a in args if a != "-q"], "--out", str(land_path)]) == 0
+    land = Landscape.load(land_path)
+    assert land.metadata.protocol["rounds"] == 2
+    for config, record in first.items():
+        row = land.index_of(config)
+        assert land.latency_s[row] == pytest.approx((record.latency_s + again[config].latency_s) / 2, rel=1e-4)
+    assert main(["landscape", "check", LAYER, "--landscape", str(land_path), "--configs", "3", "--rounds", "2",
+                 "-q"]) == 0
+    assert "(2 rounds each, median)" in capsys.readouterr().out
+
+
+def test_export_of_rounds_not_measured_and_zero_rounds_are_one_line(measured, capsys):
+    tmp, db, common = measured
+    code = main(["landscape", "export", *[a for a in common if a != "-q"], "--rounds", "5"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "are not measured" in err and "--rounds 5" in err
+    assert main(["landscape", "measure", *common, "--rounds", "0"]) == 2
+    assert "--rounds must be at least 1" in capsys.readouterr().err

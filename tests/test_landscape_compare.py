@@ -49,6 +49,21 @@ def test_runs_are_reproducible_per_seed_and_resume(tmp_path):
     assert again.timing["runs_now"] == 0  # every run's result was reused
 
 
+def test_a_resume_follows_the_landscapes_content_not_its_path(tmp_path, monkeypatch):
+    import shutil
+
+    from tensorgym.landscape import shipped
+
+    _board(tmp_path, "one")
+    source = find_landscape(LAYER, cpu=CPU)
+    moved = tmp_path / "elsewhere" / CPU / source.name  # the same file in another checkout
+    moved.parent.mkdir(parents=True)
+    shutil.copy(source, moved)
+    monkeypatch.setattr(shipped, "LANDSCAPES_DIR", tmp_path / "elsewhere")
+    again = _board(tmp_path, "one")
+    assert again.landscapes[LAYER].path == str(moved) and again.timing["runs_now"] == 0
+
+
 def test_a_landscape_comparison_refuses_what_it_cannot_run(tmp_path):
     with pytest.raises(InvalidArgumentError, match="microkernel space"):
         compare([LAYER], "random-structured", budget=8, seeds=1, backend="landscape", landscape=CPU, space="tiles",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ from tensorgym.landscape import (
     Landscape, LandscapeError, LandscapeIncomplete, LandscapeNotFound, NotInLandscape, cpu_folder,
     export_landscape, find_landscape, shipped_env_ids, shipped_landscapes,
 )
-from tensorgym.landscape.export import config_from_flat, flat_configuration, t4_document, write_t4
+from tensorgym.landscape.export import combine_rounds, config_from_flat, flat_configuration, t4_document, write_t4
 from tensorgym.landscape.file import MAX_SAMPLES, LandscapeMetadata
 from tensorgym.landscape.shipped import landscape_filename, layer_name
 from tensorgym.record import Record, Status
@@ -220,6 +221,57 @@ def test_export_leaves_out_infra_errors_and_other_spaces_configs():
         land = export_landscape(db, space, llvm_version="test", allow_partial=True)
     assert len(land) == 143 and records[3].config not in land
     assert all(space.is_valid(c) for c in land.configs)
+
+
+def _slowed(records, factor, every=1):
+    """``records`` with the correct ones' samples (every ``every``-th) ``factor`` times slower: another round."""
+    out = []
+    for i, r in enumerate(records):
+        if r.ok and i % every == 0:
+            samples = tuple(s * factor for s in r.samples)
+            r = dataclasses.replace(r, samples=samples, latency_s=r.latency_s * factor, gflops=r.gflops / factor,
+                                    timing="full")
+        out.append(r)
+    return out
+
+
+def test_export_of_rounds_keeps_each_configs_median_round_and_every_sample():
+    space = tiny_space()
+    first = synthetic_records(space)
+    second = _slowed(first, 3.0, every=2)  # a slowdown that hit half the configs in round 2
+    third = _slowed(first, 1.1)
+    third[7] = dataclasses.replace(third[7], status=Status.RUNTIME_ERROR, error="segfault", latency_s=None,
+                                   samples=(), gflops=None)  # a kernel that failed once is a failed kernel
+    with filled_database(space, first) as a, filled_database(space, second) as b, \
+            filled_database(space, third) as c:
+        land = export_landscape(a, space, llvm_version="test", repeats=[b, c])
+        with filled_database(space, third[:-5]) as short:
+            with pytest.raises(LandscapeIncomplete, match="5 of 144"):
+                export_landscape(a, space, llvm_version="test", repeats=[b, short])
+    assert land.metadata.protocol["rounds"] == 3 and "3 rounds" in land.metadata.protocol["summary"]
+    for i, r in enumerate(first):
+        row = land.index_of(r.config)
+        if i == 7 or not r.ok:
+            assert not land.ok[row]
+            continue
+        expected = statistics.median([r.latency_s, second[i].latency_s, third[i].latency_s])
+        assert land.latency_s[row] == pytest.approx(expected, rel=1e-5)  # the slowed round never decides it
+        assert land.latency_s[row] == pytest.approx(r.latency_s * (1.1 if i % 2 == 0 else 1.0), rel=1e-5)
+        assert land.run_s[row] == pytest.approx(r.run_s, rel=1e-5)  # a search pays for one measurement
+        kept = min(3 * len(r.samples), MAX_SAMPLES)
+        assert land.sample_count[row] == 3 * len(r.samples) and len(land.samples[row]) == kept
+    assert first[1].short and second[1].short and not third[1].short
+    assert land.record(land.index_of(first[1].config)).timing == "short"  # short in 2 rounds of 3: a bound
+    shorter = [dataclasses.replace(first[1], timing="full"), second[1], third[1]]
+    assert combine_rounds(shorter).timing == "full"  # short in 1 round of 3
+
+
+def test_combine_rounds_refuses_records_of_different_configs():
+    space = tiny_space()
+    records = [r for r in synthetic_records(space) if r.ok][:2]
+    with pytest.raises(ValueError, match="different configs"):
+        combine_rounds(records)
+    assert combine_rounds(records[:1]) == records[0]
 
 
 def test_export_names_the_suite_env_id_and_takes_the_peak():

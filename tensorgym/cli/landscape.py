@@ -1,14 +1,15 @@
 """``tensorgym landscape measure|export|check``: exhaustively measured benchmark spaces.
 
-  tensorgym landscape measure ENV_ID --db PATH [--space tiles|microkernel] [--limit N] [--time-limit S]
+  tensorgym landscape measure ENV_ID --db PATH [--space tiles|microkernel] [--rounds N] [--limit N] [--time-limit S]
         measure every config of the layer's benchmark space (tensorgym.spaces.tiles.benchmark, or for a
         conv2d tensorgym.spaces.microkernel.benchmark) through the normal evaluator, after the full-space
         search that anchors it (the GA in the tiles space, random-structured in the microkernel space, 512
-        measurements, into the --anchor-db); resumable (run it again), with a progress bar and an ETA
+        measurements, into the --anchor-db); resumable (run it again), with a progress bar and an ETA;
+        --rounds N measures every config N times, a round at a time, each round into its own database
   tensorgym landscape export ENV_ID --db PATH [--space ...] [--out FILE] [--t4 FILE]
         one compact file of the landscape (and, with --t4, the T4 format read by Kernel Tuner and the
         autotuning-methodology package)
-  tensorgym landscape check ENV_ID [--space ...] [--configs 64]
+  tensorgym landscape check ENV_ID [--space ...] [--configs 64] [--rounds N]
         re-measure random configs of the shipped landscape live: their rank correlation with it
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 from tensorgym.catalog import make_agent, make_space
@@ -26,7 +28,7 @@ from tensorgym.errors import InvalidArgumentError
 from tensorgym.landscape.check import check_landscape
 from tensorgym.landscape.export import export_landscape, write_t4
 from tensorgym.landscape.file import Landscape
-from tensorgym.landscape.measuring import measure_landscape
+from tensorgym.landscape.measuring import measure_rounds, round_path
 from tensorgym.landscape.shipped import LANDSCAPES_DIR, find_landscape, landscape_filename
 from tensorgym.measure.measurer import Measurer
 from tensorgym.spaces.microkernel.catalogue import load_catalogue
@@ -84,6 +86,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--configs", type=int, default=64, help="configs to re-measure (default 64)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--db", default=":memory:", help="where the live records go (default: nowhere kept)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="live timing rounds per config, each over all of them in its own order; the live figure is "
+                        "their median (default 1; use the landscape's own rounds)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_check)
 
@@ -103,6 +108,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                         "name with '-anchor' added)")
     p.add_argument("--anchor-budget", type=int, default=512,
                    help="measurements of that search (default 512; it runs first when the database lacks them)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measuring rounds per config (default 1): round N>1 measures every config again, in its "
+                        "own shuffled order, into the --db file's name with '-roundN' added, and export keeps each "
+                        "config's median over the rounds (a VM's passing slowdowns then do not rank a config)")
 
 
 def _space(args: argparse.Namespace, measurer: Measurer | None = None):
@@ -160,25 +169,45 @@ def anchor_path(args: argparse.Namespace) -> Path:
     return db.with_name(f"{db.stem}-anchor{db.suffix or '.db'}")
 
 
+def _check_rounds(args: argparse.Namespace) -> None:
+    if args.rounds < 1:
+        raise InvalidArgumentError(f"--rounds must be at least 1, got {args.rounds}")
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 0:
         raise InvalidArgumentError(f"--limit must be >= 0, got {args.limit}")
-    with Database(args.db) as database, Measurer(resolve_target(args.target)) as measurer:
+    _check_rounds(args)
+    with Measurer(resolve_target(args.target)) as measurer:
         space = _space(args, measurer)
         print(f"{space.workload.label}: {len(space.configs())} configs in the benchmark space on "
-              f"{space.target.label}; database {args.db}", file=sys.stderr)
-        progress = measure_landscape(space, database, measurer, limit=args.limit, time_limit=args.time_limit,
-                                     progress=not args.quiet)
-    state = "complete" if progress.done else f"{progress.missing} configs still to measure (run again to go on)"
-    print(f"{space.workload.label}: {progress.measured_now} measured now in {progress.seconds:.0f} s, "
-          f"{progress.held_before} held before; {state}")
+              f"{space.target.label}; database {args.db}"
+              + ("" if args.rounds == 1 else f" (round 1; rounds 2-{args.rounds} beside it)"), file=sys.stderr)
+        states = measure_rounds(space, args.db, measurer, rounds=args.rounds, limit=args.limit,
+                                time_limit=args.time_limit, progress=not args.quiet)
+    for round_no, state in enumerate(states, start=1):
+        where = "" if args.rounds == 1 else f" round {round_no}/{args.rounds} ({round_path(args.db, round_no)})"
+        left = "complete" if state.done else f"{state.missing} configs still to measure (run again to go on)"
+        print(f"{space.workload.label}{where}: {state.measured_now} measured now in {state.seconds:.0f} s, "
+              f"{state.held_before} held before; {left}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    _check_rounds(args)
     space = _space(args)
-    with Database(args.db, readonly=True) as database:
-        landscape = export_landscape(database, space, env_id=args.env_id, allow_partial=args.partial)
+    paths = [round_path(args.db, r) for r in range(2, args.rounds + 1)]
+    absent = [str(p) for p in paths if not p.exists()]
+    if absent:
+        first_absent = args.rounds + 1 - len(absent)
+        raise InvalidArgumentError(f"--rounds {args.rounds}: round {first_absent} and on are not measured "
+                                   f"({absent[0]} does not exist): measure them first (`tensorgym landscape measure "
+                                   f"... --rounds {args.rounds}`)")
+    with ExitStack() as stack:
+        database = stack.enter_context(Database(args.db, readonly=True))
+        repeats = [stack.enter_context(Database(p, readonly=True)) for p in paths]
+        landscape = export_landscape(database, space, env_id=args.env_id, allow_partial=args.partial,
+                                     repeats=repeats)
     out = args.out or LANDSCAPES_DIR / landscape.cpu_folder / landscape_filename(space.workload, space.name)
     path = landscape.save(out)
     optimum = landscape.optimum
@@ -192,11 +221,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.configs < 2:
         raise InvalidArgumentError(f"--configs must be at least 2 (a rank correlation), got {args.configs}")
+    _check_rounds(args)
     path = args.landscape or find_landscape(args.env_id, args.space, cpu=args.cpu)
     landscape = Landscape.load(path)
     target = resolve_target(None)
     with Database(args.db) as database, Measurer(target) as measurer:
         report = check_landscape(landscape, database, measurer, configs=args.configs, seed=args.seed,
-                                 progress=not args.quiet)
+                                 rounds=args.rounds, progress=not args.quiet)
     print(report.summary())
     return 0

@@ -8,6 +8,11 @@ landscape was measured on this is the landscape's own noise figure (it should be
 0.9); on another CPU it says how far the landscape's ranking carries over, which is reported,
 not asserted. The median live/recorded throughput ratio says whether this machine is simply
 faster or slower.
+
+With ``rounds`` > 1 each sampled config is timed live in that many rounds, each over the whole
+sample in its own shuffled order, and its live latency is the median of its rounds: the same rule
+as a landscape measured in rounds, so that a check of one is not limited by the noise of a single
+live timing.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class LandscapeCheck:
     status_changed: int  # correct in one, failed in the other
     spearman: float | None  # over the configs correct both times
     median_ratio: float | None  # live / recorded GFLOP/s, median over those configs
+    rounds: int = 1  # live timing rounds per config
 
     def summary(self) -> str:
         rho = "n/a" if self.spearman is None else f"{self.spearman:.3f}"
@@ -44,36 +50,53 @@ class LandscapeCheck:
         verdict = ""
         if self.same_cpu and self.spearman is not None:
             verdict = "; holds (>= 0.9)" if self.spearman >= 0.9 else "; below 0.9: noisier than expected"
-        return (f"{self.layer}: {self.configs} configs re-measured live on {where}: Spearman {rho} over "
+        timed = "" if self.rounds == 1 else f" ({self.rounds} rounds each, median)"
+        return (f"{self.layer}: {self.configs} configs re-measured live{timed} on {where}: Spearman {rho} over "
                 f"{self.both_ok} correct both times{verdict}; live/recorded throughput {ratio} (median); "
                 f"{self.status_changed} changed between correct and failed")
 
 
 def check_landscape(landscape: Landscape, database: Database, measurer: Measurer, *, configs: int = 64,
-                    seed: int = 0, progress: bool = True) -> LandscapeCheck:
-    """Re-measure ``configs`` random configs of ``landscape`` with ``measurer`` (records in ``database``)."""
+                    seed: int = 0, rounds: int = 1, progress: bool = True) -> LandscapeCheck:
+    """Re-measure ``configs`` random configs of ``landscape`` with ``measurer`` (the first round's records in
+    ``database``), each in ``rounds`` rounds (see the module docs)."""
     from scipy.stats import spearmanr
     from tqdm.auto import tqdm
 
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
     target = measurer.target
     space = landscape.space(target)
     rng = np.random.default_rng(seed)
-    rows = rng.choice(len(landscape), size=min(configs, len(landscape)), replace=False)
+    rows = [int(r) for r in rng.choice(len(landscape), size=min(configs, len(landscape)), replace=False)]
     evaluator = Evaluator(space, database, measurer)
-    recorded, live, changed = [], [], 0
-    for row in tqdm(rows, desc=f"check {landscape.workload_label}", unit="config", disable=not progress):
-        config = landscape.configs[int(row)]
-        before = landscape.record(int(row))
+    bar = tqdm(total=len(rows) * rounds, desc=f"check {landscape.workload_label}", unit="timing",
+               disable=not progress)
+    latencies: dict[int, list[float]] = {}
+    changed = 0
+    for row in rows:  # round 1: checked against NumPy, stored
+        config = landscape.configs[row]
+        before = landscape.record(row)
         after = evaluator.evaluate([config])[0]
         if after.short:  # a one-sample bound of a far-off kernel: timed in full, so that it ranks fairly
             after = evaluator.time_in_full(after)
         if before.ok and after.ok:
-            recorded.append(before.score)
-            live.append(after.score)
+            latencies[row] = [after.latency_s]
         elif before.ok != after.ok:
             changed += 1
+        bar.update(1)
+    for _ in range(1, rounds):  # later rounds: the same kernels timed again, in another order each
+        for row in rng.permutation(sorted(latencies)):
+            timed = measurer.measure(space, [landscape.configs[int(row)]], check=False)[0]
+            if timed.ok:
+                latencies[int(row)].append(timed.latency_s)
+            bar.update(1)
+        bar.update(len(rows) - len(latencies))
+    bar.close()
+    recorded = [landscape.record(row).score for row in latencies]
+    live = [space.workload.flops / float(np.median(values)) / 1e9 for values in latencies.values()]
     rho = float(spearmanr(recorded, live).statistic) if len(live) >= 3 else None
     ratio = float(np.median(np.asarray(live) / np.asarray(recorded))) if live else None
     return LandscapeCheck(layer=landscape.workload_label, landscape_cpu=landscape.cpu_label, live_cpu=target.label,
                           same_cpu=target.fingerprint == landscape.fingerprint, configs=len(rows), both_ok=len(live),
-                          status_changed=changed, spearman=rho, median_ratio=ratio)
+                          status_changed=changed, spearman=rho, median_ratio=ratio, rounds=rounds)

@@ -33,7 +33,9 @@ import dataclasses
 import datetime as _dt
 import json
 import os
+import statistics
 import subprocess
+from collections.abc import Sequence
 from importlib import metadata as _metadata
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,7 @@ from typing import Any
 from ..config import Config
 from ..database import Database
 from ..measure.protocol import TimingProtocol
-from ..record import Status
+from ..record import Record, Status, summarize_samples
 from ..spaces.base import Space
 from .file import Landscape, LandscapeError, LandscapeMetadata
 from .shipped import cpu_folder, resolve_workload
@@ -61,9 +63,43 @@ class LandscapeIncomplete(LandscapeError):
     """The database lacks configs of the space: a landscape must hold them all (or say it does not)."""
 
 
+def combine_rounds(rounds: Sequence[Record]) -> Record:
+    """One record of a config measured in several rounds (round 1 first; see
+    :func:`tensorgym.landscape.measuring.measure_rounds`).
+
+    A config that failed in any round is that failure: a kernel that fails once is not a kernel to ship
+    as correct. Otherwise its latency is the median of the rounds' latencies (each a median of its
+    samples), so one round slowed by the machine does not move it; its samples are all rounds' samples
+    (what the landscape backend draws from) and its CV theirs. It is ``short`` (a bound) when most rounds
+    timed it short. The build, run and wall seconds stay round 1's: a search that tries the config pays
+    for one measurement, not for the rounds that made the landscape.
+    """
+    if not rounds:
+        raise ValueError("combine_rounds() needs at least one record")
+    first = rounds[0]
+    if any(r.config != first.config or r.workload != first.workload or r.space != first.space for r in rounds):
+        raise ValueError(f"the rounds of {first.config.key} are records of different configs")
+    failed = next((r for r in rounds if not r.ok), None)
+    if failed is not None:
+        return first if failed is first else dataclasses.replace(first, status=failed.status, error=failed.error,
+                                                                 latency_s=None, latency_cv=None, samples=(),
+                                                                 gflops=None)
+    if len(rounds) == 1:
+        return first
+    latency = statistics.median(r.latency_s for r in rounds)
+    samples = tuple(s for r in rounds for s in (r.samples or (r.latency_s,)))
+    _, cv = summarize_samples(list(samples))
+    contention = [r.contention for r in rounds if r.contention is not None]
+    short = sum(r.short for r in rounds) * 2 > len(rounds)
+    return dataclasses.replace(first, latency_s=latency, latency_cv=cv, samples=samples,
+                               gflops=first.gflops * first.latency_s / latency if first.gflops else None,
+                               timing="short" if short else "full", contention=max(contention, default=None),
+                               dropped=sum(r.dropped for r in rounds))
+
+
 def export_landscape(database: Database, space: Space, *, env_id: str | None = None, allow_partial: bool = False,
                      fma_peak_gflops: float | None = None, protocol: TimingProtocol | None = None,
-                     llvm_version: str | None = None) -> Landscape:
+                     llvm_version: str | None = None, repeats: Sequence[Database] = ()) -> Landscape:
     """The landscape of ``space`` from the records ``database`` holds for it on ``space.target``.
 
     Args:
@@ -75,10 +111,19 @@ def export_landscape(database: Database, space: Space, *, env_id: str | None = N
         protocol: the timing protocol the records were measured with (default: tensorgym's, which the measurer
             uses unless told otherwise; the database does not store it).
         llvm_version: the LLVM TVM was built with (default: asked of TVM, imported for it).
+        repeats: the databases of the later measuring rounds (round 2 first): each config's record is then
+            :func:`combine_rounds` of its rounds, and a config is missing unless every round holds it.
     """
     configs = space.configs()
-    held = {r.config: r for r in database.records(space.workload.key, space.target.fingerprint, space.name)
-            if r.final}
+
+    def final_records(db: Database) -> dict[Config, Record]:
+        return {r.config: r for r in db.records(space.workload.key, space.target.fingerprint, space.name)
+                if r.final}
+
+    held = final_records(database)
+    later = [final_records(db) for db in repeats]
+    held = {c: combine_rounds([r, *(rounds[c] for rounds in later)]) for c, r in held.items()
+            if all(c in rounds for rounds in later)}
     missing = [c for c in configs if c not in held]
     if missing and not allow_partial:
         raise LandscapeIncomplete(f"{len(missing)} of {len(configs)} configs of the {space.name} space of "
@@ -99,7 +144,7 @@ def export_landscape(database: Database, space: Space, *, env_id: str | None = N
         fingerprint=target.fingerprint, cpu_flags=tuple(target.cpu_flags), cores=target.num_cores,
         tvm_version=target.tvm_version, llvm_version=llvm_version or _llvm_version(),
         tensorgym_version=_tensorgym_version(), git_commit=_git_commit(),
-        protocol=_protocol(protocol), date=_iso(None), configs_in_space=len(configs),
+        protocol=_protocol(protocol, rounds=1 + len(repeats)), date=_iso(None), configs_in_space=len(configs),
         fma_peak_gflops=fma_peak_gflops if fma_peak_gflops is not None else (
             getattr(space, "peak_gflops", None) or _calibrated_peak(target)),
         env_id=env_id if env_id is not None else resolve_workload(space.workload)[1],
@@ -180,14 +225,17 @@ def config_from_flat(parameters: dict[str, int]) -> Config:
 
 
 # -- metadata ------------------------------------------------------------------------------------------------------
-def _protocol(protocol: TimingProtocol | None) -> dict[str, Any]:
+def _protocol(protocol: TimingProtocol | None, rounds: int = 1) -> dict[str, Any]:
     protocol = protocol or TimingProtocol()
     return {"name": f"{TimingProtocol.__module__}.{TimingProtocol.__name__}",
-            "settings": dataclasses.asdict(protocol),
+            "settings": dataclasses.asdict(protocol), "rounds": rounds,
             "summary": "warm-up, then samples of at least min_repeat_ms each until their robust spread is within "
                        "target_spread or max_timing_ms is spent; busy rounds retaken; latency = median of the "
                        "samples; kernels far slower than the best known timed short (one sample); every kernel "
-                       "checked against NumPy once; builds in parallel (one process per core), timing serial"}
+                       "checked against NumPy once; builds in parallel (one process per core), timing serial"
+                       + ("" if rounds == 1 else
+                          f"; every config measured in {rounds} rounds, each in its own shuffled order, latency = "
+                          f"median of the rounds' latencies, samples = all rounds' samples")}
 
 
 def _calibrated_peak(target) -> float | None:

@@ -9,6 +9,13 @@ job again resumes: configs the database holds are not measured again.
 The configs are measured in a fixed shuffled order (``order_seed``), so that a landscape cut
 short is a uniform random sample of the space rather than one corner of it, and chunks of a
 long job (``limit``, ``time_limit``) can run between other work on a 2-core machine.
+
+A landscape can be measured in several *rounds* (:func:`measure_rounds`): every config is measured
+again, in another shuffled order, into a database of its own per round (:func:`round_path`).
+A virtual machine's speed drops for seconds to minutes at a time, unseen by the contention
+monitor (no other process runs); one pass records such a slowdown as a slow config, and the ranking
+it gives does not reproduce. Rounds taken minutes apart see different slowdowns, and the export
+keeps each config's median over the rounds (:func:`tensorgym.landscape.export.combine_rounds`).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -53,7 +61,8 @@ def measuring_order(space: Space, order_seed: int = 0) -> list[Config]:
 
 def measure_landscape(space: Space, database: Database, measurer: Measurer, *, limit: int | None = None,
                       time_limit: float | None = None, order_seed: int = 0, progress: bool = True,
-                      on_record: Callable[[Record], None] | None = None) -> MeasuringProgress:
+                      on_record: Callable[[Record], None] | None = None,
+                      desc: str | None = None) -> MeasuringProgress:
     """Measure the configs of ``space`` that ``database`` does not hold yet (at most ``limit`` of them, and
     no new batch after ``time_limit`` seconds); see the module docs."""
     evaluator = Evaluator(space, database, measurer)
@@ -62,7 +71,7 @@ def measure_landscape(space: Space, database: Database, measurer: Measurer, *, l
     held = len(configs) - len(missing)
     todo = missing if limit is None else missing[:max(0, limit)]
     start = time.monotonic()
-    bar = _progress_bar(len(configs), held, space, progress)
+    bar = _progress_bar(len(configs), held, desc or f"landscape {space.workload.label}", progress)
     measured = 0
     try:
         for i in range(0, len(todo), BATCH):
@@ -85,8 +94,44 @@ def measure_landscape(space: Space, database: Database, measurer: Measurer, *, l
                              seconds=time.monotonic() - start)
 
 
-def _progress_bar(total: int, held: int, space: Space, enabled: bool):
+def round_path(db_path: str | Path, round_no: int) -> Path:
+    """The database of measuring round ``round_no`` (1: ``db_path`` itself; then ``<stem>-round<N><suffix>``)."""
+    path = Path(db_path)
+    if round_no < 1:
+        raise ValueError(f"rounds count from 1, got {round_no}")
+    return path if round_no == 1 else path.with_name(f"{path.stem}-round{round_no}{path.suffix or '.db'}")
+
+
+def measure_rounds(space: Space, db_path: str | Path, measurer: Measurer, *, rounds: int = 1,
+                   limit: int | None = None, time_limit: float | None = None, progress: bool = True,
+                   on_progress: Callable[[int, MeasuringProgress], None] | None = None) -> list[MeasuringProgress]:
+    """Measure ``space`` in ``rounds`` rounds, round ``r`` into :func:`round_path` ``(db_path, r)`` in the
+    shuffled order of seed ``r - 1``; a round starts once the one before it is complete. ``limit`` and
+    ``time_limit`` bound this call's work over all rounds. Returns the progress of the rounds it reached."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    start, measured, out = time.monotonic(), 0, []
+    for round_no in range(1, rounds + 1):
+        left_s = None if time_limit is None else time_limit - (time.monotonic() - start)
+        left_n = None if limit is None else limit - measured
+        with Database(round_path(db_path, round_no)) as database:
+            if left_n is not None and left_n <= 0 or left_s is not None and left_s <= 0:
+                left_n = 0  # only count what this round still misses
+            state = measure_landscape(space, database, measurer, limit=left_n, time_limit=left_s,
+                                      order_seed=round_no - 1, progress=progress and left_n != 0,
+                                      desc=None if rounds == 1 else
+                                      f"landscape {space.workload.label} round {round_no}/{rounds}")
+        measured += state.measured_now
+        out.append(state)
+        if on_progress is not None:
+            on_progress(round_no, state)
+        if not state.done:
+            break
+    return out
+
+
+def _progress_bar(total: int, held: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=held, desc=f"landscape {space.workload.label}", unit="config",
+    return tqdm(total=total, initial=held, desc=desc, unit="config",
                 disable=not enabled, smoothing=0.05, dynamic_ncols=True)

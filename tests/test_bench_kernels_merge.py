@@ -1,0 +1,61 @@
+"""``bench/bench_kernels.py --merge``: one report from a benchmark run in chunks, one layer per run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tensorgym.suites import all_suite_workloads
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_kernels.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_kernels", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(layer: str, kernel: float, vendor: float, *, fingerprint="f00d", busy=False) -> dict:
+    """A one-layer run's JSON as bench_kernels writes it (figures invented; nothing here is timed)."""
+    workload = all_suite_workloads()[layer]
+    kernels = [{"combo": "microkernel-in-kernel", "budget": b, "weights": "per call", "first_gflops": kernel * f,
+                "retimed": kernel * f, "retimed_busy": busy} for b, f in ((64, 0.9), (256, 1.0))]
+    vendors = [{"library": "oneDNN", "layout": "NHWC", "weights": "per call", "gflops": vendor, "retimed": vendor,
+                "busy": False}]
+    return {"target": {"fingerprint": fingerprint, "label": "test CPU"}, "settings": {"budgets": [64, 256]},
+            "peak_gflops": 200.0, "layers": {layer: {"kernels": kernels, "vendors": vendors,
+                                                     "workload": workload.to_json()}}}
+
+
+def test_merge_prints_every_layer_and_the_geomean_of_the_best_at_the_top_budget(bench, tmp_path, capsys):
+    paths = []
+    for name, kernel, vendor in (("Conv2d-ResNet-R5-v0", 180.0, 200.0), ("Matmul-BERT-M3-v0", 220.0, 200.0)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(_run(name, kernel, vendor)))
+        paths.append(str(path))
+    out = tmp_path / "merged.json"
+    assert bench.main(["--merge", *paths, "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Conv2d-ResNet-R5-v0" in text and "Matmul-BERT-M3-v0" in text
+    assert "0.90x; 90 % of peak" in text and "1.10x; 110 % of peak" in text
+    geomean = (0.9 * 1.1) ** 0.5
+    assert f"geomean over 2 layer(s) of best tensorgym / vendor's best: {geomean:.2f}x" in text
+    assert json.loads(out.read_text())["geomean_vs_vendor_best"] == pytest.approx(geomean)
+
+
+def test_merge_refuses_runs_of_different_targets_and_withholds_busy_ratios(bench, tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_run("Conv2d-ResNet-R5-v0", 180.0, 200.0)))
+    b.write_text(json.dumps(_run("Matmul-BERT-M3-v0", 220.0, 200.0, fingerprint="beef")))
+    assert bench.main(["--merge", str(a), str(b)]) == 2
+    assert "different targets" in capsys.readouterr().err
+    b.write_text(json.dumps(_run("Matmul-BERT-M3-v0", 220.0, 200.0, busy=True)))
+    assert bench.main(["--merge", str(b)]) == 0
+    text = capsys.readouterr().out
+    assert "not given (timed on a busy machine)" in text and "geomean" not in text
