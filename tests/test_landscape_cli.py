@@ -84,7 +84,8 @@ def test_rounds_measure_each_config_again_into_its_own_database_and_export_takes
         assert land.latency_s[row] == pytest.approx((record.latency_s + again[config].latency_s) / 2, rel=1e-4)
     assert main(["landscape", "check", LAYER, "--landscape", str(land_path), "--configs", "3", "--rounds", "2",
                  "-q"]) == 0
-    assert "(2 rounds each, median)" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "(2 rounds each, median)" in text and "(round 1 alone: " in text
 
 
 def test_export_of_rounds_not_measured_and_zero_rounds_are_one_line(measured, capsys):

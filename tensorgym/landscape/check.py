@@ -41,6 +41,7 @@ class LandscapeCheck:
     spearman: float | None  # over the configs correct both times
     median_ratio: float | None  # live / recorded GFLOP/s, median over those configs
     rounds: int = 1  # live timing rounds per config
+    spearman_first_round: float | None = None  # with rounds > 1: the Spearman of round 1's live timings alone
 
     def summary(self) -> str:
         rho = "n/a" if self.spearman is None else f"{self.spearman:.3f}"
@@ -51,6 +52,8 @@ class LandscapeCheck:
         if self.same_cpu and self.spearman is not None:
             verdict = "; holds (>= 0.9)" if self.spearman >= 0.9 else "; below 0.9: noisier than expected"
         timed = "" if self.rounds == 1 else f" ({self.rounds} rounds each, median)"
+        if self.rounds > 1 and self.spearman_first_round is not None:
+            rho += f" (round 1 alone: {self.spearman_first_round:.3f})"
         return (f"{self.layer}: {self.configs} configs re-measured live{timed} on {where}: Spearman {rho} over "
                 f"{self.both_ok} correct both times{verdict}; live/recorded throughput {ratio} (median); "
                 f"{self.status_changed} changed between correct and failed")
@@ -96,7 +99,12 @@ def check_landscape(landscape: Landscape, database: Database, measurer: Measurer
     recorded = [landscape.record(row).score for row in latencies]
     live = [space.workload.flops / float(np.median(values)) / 1e9 for values in latencies.values()]
     rho = float(spearmanr(recorded, live).statistic) if len(live) >= 3 else None
+    first = None
+    if rounds > 1 and len(live) >= 3:
+        first_live = [space.workload.flops / values[0] / 1e9 for values in latencies.values()]
+        first = float(spearmanr(recorded, first_live).statistic)
     ratio = float(np.median(np.asarray(live) / np.asarray(recorded))) if live else None
     return LandscapeCheck(layer=landscape.workload_label, landscape_cpu=landscape.cpu_label, live_cpu=target.label,
                           same_cpu=target.fingerprint == landscape.fingerprint, configs=len(rows), both_ok=len(live),
-                          status_changed=changed, spearman=rho, median_ratio=ratio, rounds=rounds)
+                          status_changed=changed, spearman=rho, median_ratio=ratio, rounds=rounds,
+                          spearman_first_round=first)
