@@ -395,7 +395,9 @@ def merge_reports(paths: list[str], out: str | None) -> int:
         return 2
     target = reports[0]["target"]
     print(f"merged from {len(paths)} run(s): {', '.join(paths)}")
-    print(f"{target['label']} (fingerprint {target['fingerprint']})")
+    profile = f" as {target['profile']}" if target.get("profile") else ""
+    print(f"{target.get('cpu_model', '?')}{profile} x{target.get('num_cores', '?')} "
+          f"(fingerprint {target['fingerprint']})")
     merged: dict = {"target": target, "layers": {}, "merged_from": paths,
                     "settings": [r["settings"] for r in reports]}
     ratios = []

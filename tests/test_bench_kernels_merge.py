@@ -28,7 +28,7 @@ def _run(layer: str, kernel: float, vendor: float, *, fingerprint="f00d", busy=F
                 "retimed": kernel * f, "retimed_busy": busy} for b, f in ((64, 0.9), (256, 1.0))]
     vendors = [{"library": "oneDNN", "layout": "NHWC", "weights": "per call", "gflops": vendor, "retimed": vendor,
                 "busy": False}]
-    return {"target": {"fingerprint": fingerprint, "label": "test CPU"}, "settings": {"budgets": [64, 256]},
+    return {"target": {"fingerprint": fingerprint, "cpu_model": "test CPU", "num_cores": 2}, "settings": {"budgets": [64, 256]},
             "peak_gflops": 200.0, "layers": {layer: {"kernels": kernels, "vendors": vendors,
                                                      "workload": workload.to_json()}}}
 
@@ -42,7 +42,7 @@ def test_merge_prints_every_layer_and_the_geomean_of_the_best_at_the_top_budget(
     out = tmp_path / "merged.json"
     assert bench.main(["--merge", *paths, "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "Conv2d-ResNet-R5-v0" in text and "Matmul-BERT-M3-v0" in text
+    assert "Conv2d-ResNet-R5-v0" in text and "Matmul-BERT-M3-v0" in text and "test CPU x2" in text
     assert "0.90x; 90 % of peak" in text and "1.10x; 110 % of peak" in text
     geomean = (0.9 * 1.1) ** 0.5
     assert f"geomean over 2 layer(s) of best tensorgym / vendor's best: {geomean:.2f}x" in text
