@@ -28,9 +28,9 @@ def _run(layer: str, kernel: float, vendor: float, *, fingerprint="f00d", busy=F
                 "retimed": kernel * f, "retimed_busy": busy} for b, f in ((64, 0.9), (256, 1.0))]
     vendors = [{"library": "oneDNN", "layout": "NHWC", "weights": "per call", "gflops": vendor, "retimed": vendor,
                 "busy": False}]
-    return {"target": {"fingerprint": fingerprint, "cpu_model": "test CPU", "num_cores": 2}, "settings": {"budgets": [64, 256]},
-            "peak_gflops": 200.0, "layers": {layer: {"kernels": kernels, "vendors": vendors,
-                                                     "workload": workload.to_json()}}}
+    return {"target": {"fingerprint": fingerprint, "cpu_model": "test CPU", "num_cores": 2},
+            "settings": {"budgets": [64, 256]}, "peak_gflops": 200.0,
+            "layers": {layer: {"kernels": kernels, "vendors": vendors, "workload": workload.to_json()}}}
 
 
 def test_merge_prints_every_layer_and_the_geomean_of_the_best_at_the_top_budget(bench, tmp_path, capsys):
