@@ -178,6 +178,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 0:
         raise InvalidArgumentError(f"--limit must be >= 0, got {args.limit}")
     _check_rounds(args)
+    with Database(args.db):  # a --db that cannot be used is refused before the anchor search runs, not after
+        pass
     with Measurer(resolve_target(args.target)) as measurer:
         space = _space(args, measurer)
         print(f"{space.workload.label}: {len(space.configs())} configs in the benchmark space on "

@@ -16,6 +16,9 @@ A virtual machine's speed drops for seconds to minutes at a time, unseen by the 
 monitor (no other process runs); one pass records such a slowdown as a slow config, and the ranking
 it gives does not reproduce. Rounds taken minutes apart see different slowdowns, and the export
 keeps each config's median over the rounds (:func:`tensorgym.landscape.export.combine_rounds`).
+Whether a few rounds are enough depends on how far apart the space's configs are against how far
+one config moves between measurements: ``bench/bench_landscape_rounds.py`` reads the rounds'
+databases and says so.
 """
 
 from __future__ import annotations
