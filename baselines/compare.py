@@ -110,7 +110,6 @@ log = logging.getLogger(__name__)
 DEFAULT_AGENTS = ("random", "ga", "dgd", "optuna", "metaschedule")
 DEFAULT_SCHEDULERS = ("round-robin", "gradient", "dual-task")  # the agents of a network's comparison
 BACKENDS = ("tvm", "landscape")
-LANDSCAPE_SPACES = ("tiles", "microkernel")  # the spaces landscapes are measured in (tensorgym.landscape)
 # The landscape leaderboard's agents and points: a run costs no measurement, so it reads further.
 LANDSCAPE_AGENTS = ("random", "ga", "dgd", "ga-random-model", "dgd-random-model", "optuna")
 LANDSCAPE_TRIAL_POINTS = (16, 32, 64, 128, 256, 512)
@@ -763,6 +762,7 @@ def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[s
                            jobs: int | None, networks: bool, ray: str | None) -> Leaderboard:
     """:func:`compare` with ``backend="landscape"``: every run answered from its layer's landscape (see there)."""
     from tensorgym.landscape import Landscape, find_landscape
+    from tensorgym.landscape.shipped import LANDSCAPE_SPACES
 
     if networks:
         raise InvalidArgumentError("landscapes are of layers: compare a network with backend='tvm'")

@@ -386,6 +386,7 @@ def merge_reports(paths: list[str], out: str | None) -> int:
 
     Every layer keeps the figures of the run that measured it, its FMA peak included; runs on different
     targets are refused (their ratios do not belong in one geometric mean)."""
+    from tensorgym.target import Target
     from tensorgym.workloads import Workload
 
     reports = [json.loads(Path(p).read_text()) for p in paths]
@@ -395,14 +396,12 @@ def merge_reports(paths: list[str], out: str | None) -> int:
         return 2
     target = reports[0]["target"]
     print(f"merged from {len(paths)} run(s): {', '.join(paths)}")
-    profile = f" as {target['profile']}" if target.get("profile") else ""
-    print(f"{target.get('cpu_model', '?')}{profile} x{target.get('num_cores', '?')} "
-          f"(fingerprint {target['fingerprint']})")
+    print(f"{Target.from_json(target).label} (fingerprint {target['fingerprint']})")
     merged: dict = {"target": target, "layers": {}, "merged_from": paths,
                     "settings": [r["settings"] for r in reports]}
     ratios = []
     for path, report in zip(paths, reports):
-        top = max(_ints(",".join(map(str, report["settings"]["budgets"]))))
+        top = max(report["settings"]["budgets"])
         for layer, layer_out in report["layers"].items():
             layer_out.setdefault("peak_gflops", report.get("peak_gflops"))
             wl = Workload.from_json(layer_out["workload"])

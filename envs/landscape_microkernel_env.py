@@ -33,9 +33,9 @@ from tensorgym.spaces.microkernel import LAMBDA
 from tensorgym.target import Target
 from tensorgym.workloads import Workload
 
-from .base import TuningEnv, check_reset_options
+from .base import check_reset_options
 from .landscape_env import DRAW_STREAM, LandscapeArgument, landscape_evaluator
-from .microkernel_env import UNMEASURED_PEAK_GFLOPS, MicrokernelEnv
+from .microkernel_env import MicrokernelEnv
 
 SPACE = "microkernel"
 
@@ -60,14 +60,9 @@ class LandscapeMicrokernelEnv(MicrokernelEnv):
         evaluator = landscape_evaluator("LandscapeMicrokernelEnv", workload, SPACE, landscape=landscape,
                                         evaluator=evaluator, target=target, backend=backend, kwargs=kwargs,
                                         ignored=("auto_calibrate",))
-        # The microkernel env's own set-up, without its catalogue (the landscape's space carries one).
-        TuningEnv.__init__(self, workload, backend="landscape", evaluator=evaluator, **kwargs)
+        # The microkernel env's own set-up; with an evaluator it needs no catalogue (the landscape's space has one).
+        super().__init__(workload, backend="landscape", evaluator=evaluator, **kwargs)
         self.landscape = evaluator.landscape
-        self._init_construction(self.search_space)
-        self.reward_scale = self.search_space.peak_gflops or UNMEASURED_PEAK_GFLOPS
-        self._steps = 0
-        self._best = None
-        self._last = None
         self._trie = construction_trie(self, self.landscape.configs)
         self._node: Trie = self._trie
 
@@ -81,8 +76,6 @@ class LandscapeMicrokernelEnv(MicrokernelEnv):
         super().take(action)
 
     def _valid_choices(self) -> list[int]:
-        if self._phase not in self.segments:
-            return []
         return sorted(self._node)
 
     # -- the draws --------------------------------------------------------------------------------------

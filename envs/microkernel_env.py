@@ -327,7 +327,8 @@ class MicrokernelEnv(TuningEnv[MicrokernelSpace], MicrokernelConstruction):
     space_name = "microkernel"
 
     def __init__(self, workload: Workload, *, auto_calibrate: bool = True, **kwargs: Any):
-        refuse_landscape(self.space_name, kwargs.get("backend"), kwargs)  # before a catalogue is calibrated
+        if not self.landscape_backend:  # refused before a catalogue is calibrated
+            refuse_landscape(self.space_name, kwargs.get("backend"), kwargs)
         if kwargs.get("backend") == "replay":
             raise InvalidArgumentError("backend='replay' is supported by the tiles env; "
                              "the microkernel env measures every episode's config")

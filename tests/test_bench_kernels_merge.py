@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from fakes import SYMBOLIC_CPU
 from tensorgym.suites import all_suite_workloads
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_kernels.py"
@@ -28,7 +30,9 @@ def _run(layer: str, kernel: float, vendor: float, *, fingerprint="f00d", busy=F
                 "retimed": kernel * f, "retimed_busy": busy} for b, f in ((64, 0.9), (256, 1.0))]
     vendors = [{"library": "oneDNN", "layout": "NHWC", "weights": "per call", "gflops": vendor, "retimed": vendor,
                 "busy": False}]
-    return {"target": {"fingerprint": fingerprint, "cpu_model": "test CPU", "num_cores": 2},
+    target = {**dataclasses.replace(SYMBOLIC_CPU, cpu_model="test CPU", num_cores=2, profile=None).to_json(),
+              "fingerprint": fingerprint}
+    return {"target": target,
             "settings": {"budgets": [64, 256]}, "peak_gflops": 200.0,
             "layers": {layer: {"kernels": kernels, "vendors": vendors, "workload": workload.to_json()}}}
 

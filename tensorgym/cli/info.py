@@ -43,8 +43,7 @@ def describe(target: Target, cache_dir: str | None = None) -> dict[str, Any]:
                                           "(under a minute) or without --quick (about 4 minutes)"}
     intrinsics = []
     for intrinsic in INTRINSICS.values():
-        why_not = intrinsic.missing_isa(target)
-        why_not = f"the CPU lacks {why_not}" if why_not else intrinsic.inexact_for(intrinsic.dtype)
+        why_not = intrinsic.why_not_runs(target)
         intrinsics.append({"name": intrinsic.name, "dtype": intrinsic.dtype, "instruction": intrinsic.instruction,
                            "runs": why_not is None, "why_not": why_not or ""})
     mapping_dtypes = sorted({i["dtype"] for i in intrinsics if i["runs"]})

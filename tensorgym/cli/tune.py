@@ -95,11 +95,10 @@ def trials_line(result: TuningResult, db) -> str:
             f"{result.wall_s:.1f} s")
 
 
-LANDSCAPE_SPACES = ("tiles", "microkernel")  # the spaces landscapes are measured in (tensorgym.landscape)
-
-
 def _tune_on_landscape(args: argparse.Namespace, workload, agent, space: str) -> int:
     """``tune --backend landscape``: the run answered from the layer's landscape; its best beside the true optimum."""
+    from tensorgym.landscape.shipped import LANDSCAPE_SPACES
+
     if space not in LANDSCAPE_SPACES or args.packing or args.layout or args.rpc or \
             args.target not in ("llvm", "native"):
         raise InvalidArgumentError("landscapes are of the tiles or microkernel space of a suite layer as registered, "
@@ -215,12 +214,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _mapping_dtypes(target) -> frozenset[str]:
     """The dtypes the mapping space has an exact intrinsic for on ``target`` (as ``tensorgym info`` lists them)."""
-    if target.kind != "llvm":
-        return frozenset()
-    from tensorgym.spaces.mapping.intrinsics import INTRINSICS
+    from tensorgym.spaces.mapping.intrinsics import runnable_dtypes
 
-    return frozenset(i.dtype for i in INTRINSICS.values()
-                     if i.missing_isa(target) is None and i.inexact_for(i.dtype) is None)
+    return runnable_dtypes(target)
 
 
 def _same_problem_options(args: argparse.Namespace, space: str) -> list[str]:

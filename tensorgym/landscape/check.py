@@ -97,11 +97,11 @@ def check_landscape(landscape: Landscape, database: Database, measurer: Measurer
         bar.update(len(rows) - len(latencies))
     bar.close()
     recorded = [landscape.record(row).score for row in latencies]
-    live = [space.workload.flops / float(np.median(values)) / 1e9 for values in latencies.values()]
+    live = [space.workload.gflops(float(np.median(values))) for values in latencies.values()]
     rho = float(spearmanr(recorded, live).statistic) if len(live) >= 3 else None
     first = None
     if rounds > 1 and len(live) >= 3:
-        first_live = [space.workload.flops / values[0] / 1e9 for values in latencies.values()]
+        first_live = [space.workload.gflops(values[0]) for values in latencies.values()]
         first = float(spearmanr(recorded, first_live).statistic)
     ratio = float(np.median(np.asarray(live) / np.asarray(recorded))) if live else None
     return LandscapeCheck(layer=landscape.workload_label, landscape_cpu=landscape.cpu_label, live_cpu=target.label,

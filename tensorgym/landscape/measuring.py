@@ -106,8 +106,8 @@ def round_path(db_path: str | Path, round_no: int) -> Path:
 
 
 def measure_rounds(space: Space, db_path: str | Path, measurer: Measurer, *, rounds: int = 1,
-                   limit: int | None = None, time_limit: float | None = None, progress: bool = True,
-                   on_progress: Callable[[int, MeasuringProgress], None] | None = None) -> list[MeasuringProgress]:
+                   limit: int | None = None, time_limit: float | None = None,
+                   progress: bool = True) -> list[MeasuringProgress]:
     """Measure ``space`` in ``rounds`` rounds, round ``r`` into :func:`round_path` ``(db_path, r)`` in the
     shuffled order of seed ``r - 1``; a round starts once the one before it is complete. ``limit`` and
     ``time_limit`` bound this call's work over all rounds. Returns the progress of the rounds it reached."""
@@ -116,18 +116,14 @@ def measure_rounds(space: Space, db_path: str | Path, measurer: Measurer, *, rou
     start, measured, out = time.monotonic(), 0, []
     for round_no in range(1, rounds + 1):
         left_s = None if time_limit is None else time_limit - (time.monotonic() - start)
-        left_n = None if limit is None else limit - measured
+        left_n = None if limit is None else max(0, limit - measured)
         with Database(round_path(db_path, round_no)) as database:
-            if left_n is not None and left_n <= 0 or left_s is not None and left_s <= 0:
-                left_n = 0  # only count what this round still misses
             state = measure_landscape(space, database, measurer, limit=left_n, time_limit=left_s,
                                       order_seed=round_no - 1, progress=progress and left_n != 0,
                                       desc=None if rounds == 1 else
                                       f"landscape {space.workload.label} round {round_no}/{rounds}")
         measured += state.measured_now
         out.append(state)
-        if on_progress is not None:
-            on_progress(round_no, state)
         if not state.done:
             break
     return out

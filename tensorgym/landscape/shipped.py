@@ -35,6 +35,7 @@ from ..target import Target, local_cpu
 from ..workloads import Workload
 
 LANDSCAPES_DIR = Path(__file__).resolve().parent.parent / "data" / "landscapes"
+LANDSCAPE_SPACES = ("tiles", "microkernel")  # the spaces benchmark spaces and landscapes are defined for
 SUFFIX = ".json.gz"
 
 # AMD family -> ((first model, last model, micro-architecture), ...): what a bare "AMD EPYC" is.

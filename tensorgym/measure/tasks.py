@@ -199,10 +199,12 @@ def check_and_time(module, device, builder: KernelBuilder, config: Config, *, ch
     probe = ContentionProbe()
     enter_kernel(fault)
 
-    # warm-up, and the checked call; its contention share decides whether an early stop may trust it
+    # warm-up, and the checked call; its contention share decides whether an early stop may trust it. On an RPC
+    # device (fresh_process) the call is timed here, round trip included, and the share is this machine's load:
+    # no share, so no early stop, and a slow kernel gets the protocol's confirming sample timed on the device.
     before = probe.snapshot()
     first_call_s = protocol.first_call(lambda: module["main"](*args), force=fresh_process)
-    first_share = probe.share(before, probe.snapshot())
+    first_share = None if fresh_process else probe.share(before, probe.snapshot())
     if check:
         # Only the output comes back from the device: the inputs the builder gets are the ones it gave.
         out = builder.canonical_output(config, [*arrays[:-1], args[-1].numpy()])

@@ -155,6 +155,11 @@ class Intrinsic:
                     f"{self.activation_max}, and int8 workloads use all of 0-{UINT8_MAX}")
         return None
 
+    def why_not_runs(self, target: Target) -> str | None:
+        """None if the mapping space runs it on ``target`` for its own dtype, else why not (one clause)."""
+        missing = self.missing_isa(target)
+        return f"the CPU lacks {missing}" if missing else self.inexact_for(self.dtype)
+
 
 # Records store a config's candidate as an index into the candidates of its dtype, enumerated in registry
 # order: a new intrinsic goes after the existing ones of its dtype, so that earlier records keep their meaning.
@@ -192,6 +197,11 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
     Intrinsic("fma256", "float32", "dot", lanes=8, depth=1, group=1, form="fma", isa=(("avx2", "fma"),),
               instruction="FMA3 vfmadd231ps ymm", vector_registers=3),
 )}
+
+
+def runnable_dtypes(target: Target) -> frozenset[str]:
+    """The dtypes the mapping space has an exact intrinsic for on ``target`` (what ``tensorgym info`` lists)."""
+    return frozenset(i.dtype for i in INTRINSICS.values() if i.why_not_runs(target) is None)
 
 
 def intrinsics_for(dtype: str) -> tuple[Intrinsic, ...]:

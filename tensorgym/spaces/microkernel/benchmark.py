@@ -294,15 +294,10 @@ def _axis_kind(space: MicrokernelSpace, dim: str) -> str:
     return "other" if dim in space.reduction_dims else "spatial"
 
 
-def _template(space: MicrokernelSpace, stack: Sequence[tuple[str, int]] | None) -> tuple[str, ...]:
-    """The slots every config fills (see the module docs): the default blocked order, or the anchor's stack
-    completed."""
-    return _placed_template(space, stack)[0]
-
-
 def _placed_template(space: MicrokernelSpace, stack: Sequence[tuple[str, int]] | None
                      ) -> tuple[tuple[str, ...], list[int]]:
-    """The template, and the slot each entry of ``stack`` (the anchor's) fills in it."""
+    """The slots every config fills (see the module docs: the default blocked order, or the anchor's stack
+    completed), and the slot each entry of ``stack`` (the anchor's) fills in it."""
     loops = _loops(space)
     spatial = [d for d in loops if d not in space.reduction_dims]
     reductions = [d for d in loops if d in space.reduction_dims]
@@ -338,8 +333,7 @@ def _placed_template(space: MicrokernelSpace, stack: Sequence[tuple[str, int]] |
 
 def _ranked_selections(space: MicrokernelSpace, anchor: Selection | None) -> list[Selection]:
     def fraction(s: Selection) -> float:
-        kernels = [s.kernel] if s.combo is None else [s.kernel, s.kernel.with_h(s.combo[2])]
-        return min(space.fractions.get(k) or 0.0 for k in kernels)
+        return min(space.fractions.get(k) or 0.0 for k in _kernels(s))
 
     def intensity(s: Selection) -> float:
         mk = s.kernel
