@@ -128,13 +128,13 @@ def quiet_device(monkeypatch):
     monkeypatch.setattr(tasks, "ContentionProbe", QuietProbe)
 
 
-def device_run(space, module, incumbent_s, protocol=None):
+def device_run(space, module, incumbent_s, protocol=None, fresh_process=False):
     import tvm
 
     config = space.sample(np.random.default_rng(0))
     protocol = protocol or TimingProtocol(process_warmup_ms=0, warmup_ms=0)
     return tasks.check_and_time(module, tvm.cpu(0), space.builder(), config, check=True, protocol=protocol,
-                                incumbent_s=incumbent_s)
+                                incumbent_s=incumbent_s, fresh_process=fresh_process)
 
 
 def test_the_device_side_stops_a_correct_kernel_after_its_checked_call(small_space, quiet_device):
@@ -148,6 +148,15 @@ def test_the_device_side_stops_a_correct_kernel_after_its_checked_call(small_spa
     # With an incumbent no call can be ten times slower than, it is timed in full.
     result = device_run(small_space, module, incumbent_s=1e3)
     assert result["timing"] == "full" and module.timed > 0 and result["samples"][0] == 1.0
+
+
+def test_an_rpc_device_is_not_stopped_by_its_checked_call(small_space, quiet_device):
+    # Over RPC (a fresh process on the device) the checked call is timed on this side, the network's round trip
+    # included: it cannot say a kernel is slow, so the kernel gets a sample timed on the device.
+    _, reference = tasks.reference_data(small_space.workload)
+    module = FakeModule(reference.astype(np.float32), seconds=1.0)
+    result = device_run(small_space, module, incumbent_s=1e-12, fresh_process=True)
+    assert result["status"] == "ok" and module.timed > 0 and 1.0 in result["samples"]
 
 
 def test_a_wrong_kernel_is_wrong_however_slow(small_space, quiet_device):
