@@ -29,7 +29,7 @@ from tensorgym.landscape.check import check_landscape
 from tensorgym.landscape.export import export_landscape, write_t4
 from tensorgym.landscape.file import Landscape
 from tensorgym.landscape.measuring import measure_rounds, round_path
-from tensorgym.landscape.shipped import LANDSCAPE_SPACES, LANDSCAPES_DIR, find_landscape, landscape_filename
+from tensorgym.landscape.shipped import LANDSCAPE_SPACES as SPACES, LANDSCAPES_DIR, find_landscape, landscape_filename
 from tensorgym.measure.measurer import Measurer
 from tensorgym.spaces.microkernel.catalogue import load_catalogue
 from tensorgym.spaces.microkernel import benchmark as microkernel_benchmark
@@ -79,7 +79,7 @@ def add_parser(subparsers) -> None:
                                    "their rank correlation with it: the landscape's own noise figure on its CPU, "
                                    "and how far another CPU's landscape carries over to this one.")
     p.add_argument("env_id", help="a suite layer's id, e.g. Conv2d-ResNet-R5-v0")
-    p.add_argument("--space", default="tiles", choices=LANDSCAPE_SPACES, help="the space of the shipped landscape")
+    p.add_argument("--space", default="tiles", choices=SPACES, help="the space of the shipped landscape")
     p.add_argument("--landscape", default=None, help="a landscape file (default: the shipped one of this CPU)")
     p.add_argument("--cpu", default=None, help="the CPU folder of a shipped landscape of another CPU")
     p.add_argument("--configs", type=int, default=64, help="configs to re-measure (default 64)")
@@ -95,7 +95,7 @@ def add_parser(subparsers) -> None:
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("env_id", help="a suite layer's id, e.g. Conv2d-ResNet-R5-v0")
     p.add_argument("--db", required=True, help="the SQLite database of the measurements")
-    p.add_argument("--space", default="tiles", choices=LANDSCAPE_SPACES,
+    p.add_argument("--space", default="tiles", choices=SPACES,
                    help="the space whose benchmark sub-space is measured")
     p.add_argument("--max-configs", type=int, default=None,
                    help=f"size of the benchmark sub-space (default {DEFAULT_MAX_CONFIGS['tiles']} in the tiles "
@@ -126,8 +126,8 @@ def _space(args: argparse.Namespace, measurer: Measurer | None = None):
     if target.kind != "llvm":
         raise InvalidArgumentError("landscapes are measured on a CPU target")
     workload = workload_of(args.env_id)
-    if args.space not in LANDSCAPE_SPACES:
-        raise InvalidArgumentError(f"landscapes are of the {' or '.join(LANDSCAPE_SPACES)} space, not {args.space!r}")
+    if args.space not in SPACES:
+        raise InvalidArgumentError(f"landscapes are of the {' or '.join(SPACES)} space, not {args.space!r}")
     catalogue = None
     if args.space == "microkernel":
         if not isinstance(workload, Conv2d):
