@@ -74,6 +74,7 @@ import json
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,7 @@ from tensorgym.envs.base import tuning_env
 from tensorgym.envs.network_env import NetworkEnv, default_agent
 from tensorgym.envs.registration import PARAMETRIC_IDS, make_env, workload_of
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
+from tensorgym.landscape.shipped import AnotherCPULandscape
 from tensorgym.measure import Measurer
 from tensorgym.measure.contention import is_busy
 from tensorgym.networks import Network, resolve_network
@@ -761,7 +763,7 @@ def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[s
                            agent_options, plot: bool, progress: bool, space: str | None, landscape: str | None,
                            jobs: int | None, networks: bool, ray: str | None) -> Leaderboard:
     """:func:`compare` with ``backend="landscape"``: every run answered from its layer's landscape (see there)."""
-    from tensorgym.landscape import Landscape, find_landscape
+    from tensorgym.landscape import Landscape, find_landscape, warn_if_another_cpu
     from tensorgym.landscape.shipped import LANDSCAPE_SPACES
 
     if networks:
@@ -787,6 +789,7 @@ def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[s
     for env_id, workload in tuned.items():  # every landscape found before anything runs
         paths[env_id] = find_landscape(workload, space, cpu=landscape)
         land = Landscape.load(paths[env_id])
+        warn_if_another_cpu(land.cpu_folder)
         board.labels[env_id] = workload.label
         board.landscapes[env_id] = LandscapeFacts(
             optimum_gflops=float(land.scores.max()), scores=np.asarray(land.scores, dtype=float),
@@ -856,7 +859,10 @@ def _landscape_run(workload_json: dict[str, Any], landscape_path: str, name: str
     """One run of a landscape comparison, in a worker process: ``name`` tunes the layer's landscape env; its result
     goes to ``out_path``. Returns the run's wall seconds and the share of them spent answering from the landscape."""
     start = time.monotonic()
-    env = make_env(Workload.from_json(workload_json), space=space, backend="landscape", landscape=landscape_path)
+    with warnings.catch_warnings():  # the board said whose landscape it is, once, before the runs
+        warnings.simplefilter("ignore", AnotherCPULandscape)
+        env = make_env(Workload.from_json(workload_json), space=space, backend="landscape",
+                       landscape=landscape_path)
     try:
         result = make_agent(name, **options).tune(env, budget=budget, time_budget=time_budget, seed=seed)
         simulation = float(getattr(tuning_env(env).evaluator, "seconds", 0.0))

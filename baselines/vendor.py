@@ -467,10 +467,15 @@ def _torch_int8_call(torch, workload: Workload, library: str, inputs, reference)
     return call, lambda out: out.dequantize().numpy(), name
 
 
-# ATen operators that only move or describe tensors: the kernel is the last operator that is not one of them.
-_ATEN_BOOKKEEPING = ("empty", "empty_like", "view", "resize_", "as_strided", "as_strided_", "resolve_conj",
-                     "contiguous", "clone", "copy_", "_nnpack_available", "conv2d", "convolution", "_convolution",
-                     "thnn_conv2d", "qscheme", "q_zero_point", "q_scale", "quantize_per_tensor", "dequantize")
+# ATen operators that only allocate, move, view or describe tensors, or dispatch to another operator: the kernel
+# is the last operator that is none of them. Allocations are matched by name (``empty``, ``empty_strided``,
+# ``zeros``...) rather than listed, so that an allocation a kernel makes for its output, which the profiler lists
+# after the kernel's own operator, is never taken for the kernel.
+_ATEN_BOOKKEEPING = ("view", "resize_", "as_strided", "as_strided_", "resolve_conj", "contiguous", "clone", "copy_",
+                     "_to_copy", "to", "detach", "t", "transpose", "permute", "reshape", "expand", "alias",
+                     "lift_fresh", "_nnpack_available", "conv2d", "convolution", "_convolution", "thnn_conv2d",
+                     "qscheme", "q_zero_point", "q_scale", "quantize_per_tensor", "dequantize")
+_ATEN_ALLOCATION = re.compile(r"^(empty|zeros|ones|full|new_)\w*$|_like$")
 
 # oneDNN's verbose "isa:" line -> its short ISA name (as in implementation names such as jit_uni_int8:avx2).
 _ONEDNN_ISAS = (("AMX", "avx512_core_amx"), ("AVX-512 with", "avx512_core_vnni"), ("AVX-512", "avx512_core"),
@@ -479,7 +484,8 @@ _ONEDNN_ISAS = (("AMX", "avx512_core_amx"), ("AVX-512 with", "avx512_core_vnni")
 
 def aten_kernel(ops: list[str]) -> str:
     """The ATen operator that computed, from the operators a call ran (``torch.profiler``), e.g. ``aten::mm``."""
-    compute = [op for op in ops if op.split("::")[-1] not in _ATEN_BOOKKEEPING]
+    names = [op.split("::")[-1] for op in ops]
+    compute = [op for op, name in zip(ops, names) if name not in _ATEN_BOOKKEEPING and not _ATEN_ALLOCATION.match(name)]
     return compute[-1] if compute else "unknown operator"
 
 

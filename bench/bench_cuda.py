@@ -57,13 +57,14 @@ def _result_path(out: Path, kind: str, name: str) -> Path:
     return out / f"{kind}-{slug(name)}.json"
 
 
-def run_cutlass(target, db: Database, measurer, out: Path, seed: int, progress: bool) -> None:
+def run_cutlass(target, db: Database, measurer, out: Path, seed: int, progress: bool,
+                swizzles: tuple[int, ...]) -> None:
     workload = LAYERS[CUTLASS_LAYER]
-    env = make_env(workload, space="cutlass", target=target, db=db, measurer=measurer)
+    env = make_env(workload, space="cutlass", target=target, db=db, measurer=measurer, swizzles=swizzles)
     try:
         size = len(env.search_space.configs())
-        print(f"cutlass: profiling all {size} configs of {workload.label} {workload.dtype} on {target.label}",
-              flush=True)
+        print(f"cutlass: profiling all {size} configs of {workload.label} {workload.dtype} on {target.label} "
+              f"(swizzles {', '.join(map(str, swizzles))})", flush=True)
         # Large batches: the first one (split-K 1, every template and swizzle) compiles on every core at once.
         result = make_agent("exhaustive", batch_size=160).tune(
             env, budget=None, time_budget=3 * 3600, seed=seed, callback=ProgressBarCallback() if progress else None)
@@ -180,6 +181,52 @@ def _statuses(db: Database, result: TuningResult, target) -> dict[str, int]:
     return counts
 
 
+def prebuild(swizzles: tuple[int, ...]) -> int:
+    """Compile, for an H100 description, the CUTLASS kernels a GPU session would otherwise compile on the device.
+
+    A CUTLASS kernel takes nvcc 20-60 s, a TVM kernel a second or two: compiling the cutlass part's kernels and
+    those the GPU tests measure (the first config of each family and epilogue, as the tests pick them) ahead, into
+    ``$TENSORGYM_CUDA_CACHE``, leaves the device's time to measuring. The cache is keyed by source, flags
+    (include paths too) and nvcc version, so it is used only where all three match.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tensorgym.cuda.nvcc import compile_cuda
+    from tensorgym.workloads import conv2d, matmul
+
+    target = cuda_target("h100")
+    spaces = [make_space("cutlass", LAYERS[CUTLASS_LAYER], target, swizzles=swizzles)]
+    spaces += [make_space("cutlass", matmul(512, 768, 256, dtype=dtype), target, epilogue="bias_relu",
+                          swizzles=(8,), split_k=(1, 2)) for dtype in ("float16", "bf16", "float32")]
+    spaces.append(make_space("cutlass", conv2d(1, 64, 28, 28, 64, 3, 3, dtype="float16"), target, swizzles=(4,),
+                             split_k=(1, 2)))
+    kernels = {}
+    for index, space in enumerate(spaces):
+        builder = space.builder()
+        configs = space.configs()
+        if index:  # a test space: the first config of each family and epilogue
+            firsts = {}
+            for config in configs:
+                firsts.setdefault((config["tile"][0], config["epilogue"]), config)
+            configs = list(firsts.values())
+        for config in configs:
+            kernel = builder.cuda_kernel(config)
+            kernels.setdefault((kernel.source, kernel.flags, kernel.gencode), kernel)
+    print(f"prebuild: {len(kernels)} CUTLASS kernels for {target.label} into the cache", flush=True)
+    t0 = time.monotonic()
+
+    def build(kernel):
+        return compile_cuda(kernel.source, output=kernel.output, gencode=kernel.gencode, flags=kernel.flags,
+                            include_dirs=kernel.include_dirs).seconds
+
+    with ThreadPoolExecutor(max_workers=resolve_target(None).num_cores) as pool:
+        for done, seconds in enumerate(pool.map(build, kernels.values()), 1):
+            if done % 10 == 0 or done == len(kernels):
+                print(f"  {done}/{len(kernels)} ({seconds:.0f} s the last; {time.monotonic() - t0:.0f} s in all)",
+                      flush=True)
+    return 0
+
+
 def dry_run() -> int:
     """Generate and compile a few kernels of each space for an H100 description (no GPU needed)."""
     from tensorgym.cuda.nvcc import compile_cuda
@@ -214,12 +261,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--db", default="bench-cuda.db", help="database of every measurement (resumes)")
     parser.add_argument("--out", default="bench-cuda", help="directory of the finished runs (resumes)")
+    parser.add_argument("--cutlass-swizzles", default="1,2,4,8",
+                        help="the threadblock swizzles the cutlass part profiles (default: all four)")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: generate and compile kernels for an H100")
+    parser.add_argument("--prebuild", action="store_true",
+                        help="no GPU: compile the cutlass part's and the GPU tests' CUTLASS kernels for an H100 "
+                             "into $TENSORGYM_CUDA_CACHE, to carry to the GPU machine")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        swizzles = tuple(int(s) for s in args.cutlass_swizzles.split(","))
+    except ValueError:
+        parser.error(f"--cutlass-swizzles takes comma-separated integers, got {args.cutlass_swizzles!r}")
     if args.dry_run:
         return dry_run()
+    if args.prebuild:
+        return prebuild(swizzles)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     unknown = parts - {"cutlass", "tiles", "vendor", "report"}
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
@@ -241,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     with Database(args.db) as db, Measurer(target) as measurer:
         t0 = time.monotonic()
         if "cutlass" in parts:
-            run_cutlass(target, db, measurer, out, args.seed, not args.quiet)
+            run_cutlass(target, db, measurer, out, args.seed, not args.quiet, swizzles)
         if "tiles" in parts:
             run_tiles(target, db, measurer, out, runs, args.budget, args.seed, not args.quiet)
         if "vendor" in parts:

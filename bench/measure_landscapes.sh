@@ -3,6 +3,7 @@
 #
 #   bash bench/measure_landscapes.sh [DB] [ENV_ID ...]
 #   SPACE=microkernel bash bench/measure_landscapes.sh work/landscapes-mk.db Conv2d-ResNet-R5-v0
+#   MODE=sample bash bench/measure_landscapes.sh work/samples.db       # 2,000 configs of each whole tiles space
 #
 # Each layer's benchmark space is anchored at the best config of a search of the full space (512
 # measurements: the GA in the tiles space, random-structured in the microkernel space), which the first
@@ -17,11 +18,16 @@ LAYERS=("$@")
 [ ${#LAYERS[@]} -gt 0 ] || LAYERS=(Conv2d-ResNet-R5-v0 Matmul-BERT-M3-v0 Conv2d-ResNet18-C7-v0 Conv2d-YOLO-Y9-v0)
 CHUNK_S=${CHUNK_S:-240}
 SPACE=${SPACE:-tiles}
+MODE=${MODE:-measure}  # measure: the benchmark space; sample: a uniform sample of the whole tiles space (CONFIGS)
 LOCK=${TENSORGYM_CPU_LOCK:-/tmp/tensorgym-cpu.lock}
 for id in "${LAYERS[@]}"; do
   while true; do
-    out=$(flock "$LOCK" "${TENSORGYM:-.venv/bin/tensorgym}" landscape measure "$id" --db "$DB" --space "$SPACE" \
-          ${ANCHOR_DB:+--anchor-db "$ANCHOR_DB"} --time-limit "$CHUNK_S" -q)
+    case $MODE in
+      measure) job=(measure "$id" --db "$DB" --space "$SPACE" ${ANCHOR_DB:+--anchor-db "$ANCHOR_DB"}) ;;
+      sample) job=(sample "$id" --db "$DB" --configs "${CONFIGS:-2000}") ;;
+      *) echo "MODE must be measure or sample, not $MODE" >&2; exit 2 ;;
+    esac
+    out=$(flock "$LOCK" "${TENSORGYM:-.venv/bin/tensorgym}" landscape "${job[@]}" --time-limit "$CHUNK_S" -q)
     echo "$(date -u +%FT%TZ) $out"
     case "$out" in *complete*) break ;; esac
     sleep 5  # let a waiting test run take the lock

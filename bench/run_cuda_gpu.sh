@@ -1,24 +1,26 @@
 #!/bin/sh
-# Runs issue 16's benchmark on the offline GPU machine, in three calls of the device tool made one right
-# after the other (the machine keeps /tmp only while it stays warm, 30 s after a call):
+# The GPU benchmark on an offline GPU machine (Python 3.12, no network), in two calls of the device tool made
+# one right after the other: the machine keeps /tmp only while it stays warm (30 s after a call), and one
+# call carries at most 64 MiB, less than TVM and the wheels together.
 #
-#   a  (carry .gpu_carry/a)  cutlass space profiled exhaustively for M3 fp16, cuBLAS/cuDNN   (~6 min)
-#   b  (carry .gpu_carry/b)  TVM assembled; tiles runs dgd:R5 ga:R5 dgd:M3                    (~7 min)
-#   c  (no carry)            tiles runs ga:M3 dgd:M3-fp16 ga:M3-fp16, the report, pytest -m gpu (~9 min)
+#   a  (carry .gpu_carry/a)  pytest -m gpu without TVM (device, CUTLASS, vendors); the cutlass space on
+#                            BERT M3 fp16 against cuBLAS; cuBLAS/cuDNN on every layer             (~3 min)
+#   b  (carry .gpu_carry/b)  TVM assembled; pytest -m gpu again, now with the TVM kernels; the tiles
+#                            sketch by DGD (seed 000's GPU features), then GA, on R5 and M3; report  (~7 min)
 #
-# Each step stops its measuring in time (timeout) to leave $OUT/bench.tgz (database + finished runs); a run
-# cut off is resumed by the next step from the database, and a step can be run again (c until the report
-# lists all six tiles runs). If the machine was given back between steps, step b or c says so: put the
-# last bench.tgz in .gpu_carry/resume/, carry it with the step's folder, and run a and b again (TVM's
-# first part lives in /tmp); nothing measured before is measured again.
-# Prepared by bench/pack_cuda_carry.sh. Usage: sh bench/run_cuda_gpu.sh a|b|c
+# Ordered by value: a call cut off still leaves what it finished in $OUT (bench.tgz: the database and the
+# finished runs; pytest-*.txt: the tests' counts). A step run again measures nothing twice: a later call
+# resumes from the database (put the last bench.tgz in .gpu_carry/resume/ and carry it too). If the machine
+# was given back between a and b, b says so: run a again (it resumes), then b.
+# Prepared by bench/pack_cuda_carry.sh. Usage: sh bench/run_cuda_gpu.sh a|b
 set -u
-STEP=${1:?usage: run_cuda_gpu.sh a|b|c}
+STEP=${1:?usage: run_cuda_gpu.sh a|b}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TG=${TG_DIR:-/tmp/tg}
+TG=${TG_DIR:-/tmp/tg}  # /tmp/tg: the prebuilt kernels were compiled with their CUTLASS include paths under it
 SITE=$TG/site
 BENCH=$TG/bench
 OUT=${OUT:-$TG/out}
+BUDGET=${BUDGET:-64}
 mkdir -p "$SITE" "$OUT"
 export PYTHONPATH=$SITE PYTHONUNBUFFERED=1 TENSORGYM_CUDA_CACHE=$TG/cuda-cache TVM_FFI_DISABLE_TORCH_C_DLPACK=1
 PY=${PYTHON:-python3}
@@ -29,23 +31,40 @@ rm -rf "$SITE/tensorgym"
 cp -r tensorgym "$SITE/tensorgym"
 for sub in envs agents baselines; do rm -rf "$SITE/tensorgym/$sub"; cp -r "$sub" "$SITE/tensorgym/$sub"; done
 if [ ! -d "$BENCH" ] && [ -f .gpu_carry/resume/bench.tgz ]; then
-    mkdir -p "$TG" && tar xzf .gpu_carry/resume/bench.tgz -C "$TG" && echo "resumed from .gpu_carry/resume"
+    tar xzf .gpu_carry/resume/bench.tgz -C "$TG" && echo "resumed from .gpu_carry/resume"
 fi
 mkdir -p "$BENCH"
 install_wheels() { $PY -m pip install --quiet --no-index --no-deps --no-compile --target "$SITE" "$@"; }
-bench() { $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q "$@"; }
+bench() { $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q "$@" 2>&1 | tee -a "$OUT/bench-$STEP.txt"; }
 save() { tar czf "$OUT/bench.tgz" -C "$TG" bench; ls -l "$OUT"; }
+# The GPU tests run from a folder of their own, so that `import tensorgym` finds the assembled package in $SITE.
+gpu_tests() {
+    rm -rf "$TG/tests" && cp -r tests "$TG/tests" && cp pyproject.toml "$TG/"
+    (cd "$TG" && timeout "$1" $PY -m pytest -m gpu -p no:cacheprovider -rs -q tests/test_cuda_gpu.py 2>&1) \
+        | tee "$OUT/pytest-$STEP.txt" | tail -25
+}
 
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv
-$PY -c "import sys, numpy, torch; print(sys.version.split()[0], numpy.__version__, torch.__version__)"
-$PY -m pip show cuda-bindings nvidia-ml-py 2>/dev/null | grep -E "^(Name|Version)"
+{
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.limit,temperature.gpu \
+        --format=csv
+    nproc
+    $PY -c "import sys, numpy, torch; print(sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__)"
+    $PY -m pip show cuda-bindings nvidia-ml-py 2>/dev/null | grep -E "^(Name|Version)"
+    nvcc --version | tail -1
+} 2>&1 | tee -a "$OUT/machine.txt"
 
 case $STEP in
 a)
     cp .gpu_carry/a/tvm.tar.xz.part00 "$TG/"
     install_wheels .gpu_carry/a/*.whl || exit 2
-    timeout 500 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts cutlass
-    bench --parts vendor
+    mkdir -p "$TG/cuda-cache" && tar xJf .gpu_carry/a/cuda-cache.tar.xz -C "$TG/cuda-cache"
+    echo "prebuilt kernels: $(ls "$TG/cuda-cache" | grep -c cubin\\\|so\$)"
+    gpu_tests 150
+    timeout 150 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts cutlass \
+        --cutlass-swizzles 8 2>&1 | tee -a "$OUT/bench-a.txt" | tail -5
+    timeout 60 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts vendor,report \
+        2>&1 | tee -a "$OUT/bench-a.txt"
     save ;;
 b)
     if [ ! -f "$TG/tvm.tar.xz.part00" ]; then
@@ -57,15 +76,12 @@ b)
     tar xJf "$TG/tvm.tar.xz" -C "$SITE" && rm "$TG"/tvm.tar.xz*
     install_wheels .gpu_carry/b/*.whl || exit 2
     $PY -c "import tvm; print('tvm', tvm.__version__)" || exit 5
-    timeout 500 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts tiles \
-        --runs dgd:R5,ga:R5,dgd:M3
+    gpu_tests 120
+    timeout 330 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts tiles \
+        --budget "$BUDGET" --runs dgd:R5,dgd:M3,ga:R5,ga:M3 2>&1 | tee -a "$OUT/bench-b.txt" | tail -8
+    timeout 60 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts report \
+        2>&1 | tee -a "$OUT/bench-b.txt"
     save ;;
-c)
-    $PY -c "import tvm" || { echo "TVM is not in $SITE: the machine was given back; run a and b again"; exit 3; }
-    timeout 400 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts tiles
-    bench --parts report
-    save
-    timeout 120 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 | tail -30 ;;
 *)
-    echo "unknown step $STEP (a, b or c)"; exit 1 ;;
+    echo "unknown step $STEP (a or b)"; exit 1 ;;
 esac

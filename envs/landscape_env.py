@@ -11,9 +11,11 @@ config of the space is there::
 
 **Which landscape** (``landscape=``): None, the one shipped for this machine's CPU (``target=``'s,
 if given); a CPU folder name, the one shipped for that CPU; a path to a landscape file; or a
-:class:`~tensorgym.landscape.Landscape`. A landscape measured on another CPU is refused unless
-it is named so (a folder, a file or a value): its timings are another machine's
-(:func:`~tensorgym.landscape.find_landscape` says which CPUs have one). Instead of ``landscape=``,
+:class:`~tensorgym.landscape.Landscape`. On a CPU with no landscape of its own, None takes the one
+another CPU has: its timings are another machine's, so it is a benchmark of search methods, not a
+prediction of this machine, and the env warns so in one line
+(:class:`~tensorgym.landscape.AnotherCPULandscape`, whichever way the landscape was named).
+Instead of ``landscape=``,
 ``evaluator=`` may give a :class:`~tensorgym.landscape.LandscapeEvaluator` built with other
 ``noise`` or ``clock`` options.
 
@@ -58,7 +60,7 @@ from gymnasium.error import ResetNeeded
 
 from tensorgym.config import Config
 from tensorgym.errors import InvalidArgumentError, InvalidTypeError
-from tensorgym.landscape import Landscape, LandscapeError, LandscapeEvaluator, LandscapeNotFound, find_landscape
+from tensorgym.landscape import Landscape, LandscapeError, LandscapeEvaluator, find_landscape, warn_if_another_cpu
 from tensorgym.landscape.shipped import SUFFIX
 from tensorgym.record import Record
 from tensorgym.spaces.tiles import HopGraph
@@ -93,15 +95,13 @@ def env_landscape(workload: Workload, landscape: LandscapeArgument = None,
         raise InvalidTypeError(f"landscape must be a CPU folder name, a landscape file or a Landscape, got "
                                f"{type(landscape).__name__}")
     check_landscape(land, workload, space)
+    warn_if_another_cpu(land.cpu_folder, resolve_target(target))
     return land
 
 
 def _shipped(workload: Workload, space: str = "tiles", **where: Any) -> Path:
-    """:func:`~tensorgym.landscape.find_landscape`'s file, its one-line refusal naming the env's keyword."""
-    try:
-        return find_landscape(workload, space, **where)
-    except LandscapeNotFound as exc:  # it hints at its own cpu= argument: the env's is landscape=
-        raise LandscapeNotFound(str(exc).replace("(cpu=", "(landscape=")) from None
+    """:func:`~tensorgym.landscape.find_landscape`'s file."""
+    return find_landscape(workload, space, **where)
 
 
 def check_landscape(land: Landscape, workload: Workload, space: str = "tiles") -> None:

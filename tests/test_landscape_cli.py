@@ -95,3 +95,35 @@ def test_export_of_rounds_not_measured_and_zero_rounds_are_one_line(measured, ca
     assert code == 2 and err.count("\n") == 1 and "are not measured" in err and "--rounds 5" in err
     assert main(["landscape", "measure", *common, "--rounds", "0"]) == 2
     assert "--rounds must be at least 1" in capsys.readouterr().err
+
+
+def test_sample_measures_uniform_configs_of_the_whole_space_and_resumes(tmp_path, capsys):
+    from tensorgym.catalog import make_space
+    from tensorgym.envs.registration import workload_of
+    from tensorgym.landscape.measuring import sample_order
+    from tensorgym.target import resolve_target
+
+    db = tmp_path / "sample.db"
+    path = tmp_path / "C7-sample.json.gz"
+    args = ["landscape", "sample", LAYER, "--db", str(db), "--configs", "5", "--seed", "3", "--out", str(path), "-q"]
+    assert main([*args, "--limit", "2"]) == 0  # a first chunk
+    assert "3 configs still to measure" in capsys.readouterr().out
+    assert main(args) == 0
+    assert "3 measured now" in capsys.readouterr().out and main(args) == 0
+    out = capsys.readouterr().out
+    assert "sample: 0 measured now" in out and "5 held before; complete" in out
+    space = make_space("tiles", workload_of(LAYER), resolve_target("llvm"))
+    drawn = sample_order(space, 5, 3)
+    assert len(set(drawn)) == 5 and sample_order(space, 5, 3) == drawn  # the same draw each time
+    with Database(db, readonly=True) as database:
+        records = database.records()
+    assert {r.config for r in records} == set(drawn)  # the whole space's draw, not the benchmark sub-space's
+    sample = Landscape.load(path)  # written once complete, in the landscape file format
+    assert list(sample.configs) == drawn and sample.metadata.notes["sample"]["seed"] == 3
+    assert sample.metadata.env_id == LAYER and len(sample.scores) == 5
+
+
+def test_sample_refuses_bad_counts_in_one_line(tmp_path, capsys):
+    assert main(["landscape", "sample", LAYER, "--db", str(tmp_path / "s.db"), "--configs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--configs" in err

@@ -31,7 +31,8 @@ from tensorgym.envs.base import UnsupportedBackend
 from tensorgym.envs.landscape_env import DRAW_STREAM, landscape_walk
 from tensorgym.envs.tile_hop import FAILED_KERNEL_PENALTY, INVALID_ACTION_PENALTY
 from tensorgym.errors import InvalidArgumentError, TensorgymError
-from tensorgym.landscape import LandscapeEvaluator, LandscapeNotFound, NotInLandscape, cpu_folder, shipped_landscapes
+from tensorgym.landscape import (AnotherCPULandscape, LandscapeEvaluator, LandscapeNotFound, NotInLandscape, cpu_folder,
+                                 shipped_landscapes)
 from tensorgym.landscape import shipped
 from tensorgym.landscape.shipped import landscape_filename
 from tensorgym.suites import all_suite_workloads
@@ -239,19 +240,19 @@ def test_gym_make_answers_from_the_shipped_r5_landscape():
         env.close()
 
 
-def test_another_cpus_landscape_is_refused_unless_named(land, tmp_path, monkeypatch):
+def test_another_cpus_landscape_is_used_where_this_cpu_has_none_and_says_so(land, tmp_path, monkeypatch):
     other = cpu_folder(SYMBOLIC_CPU)
     assert other != cpu_folder()  # a constructed CPU: never this machine's
     (tmp_path / other).mkdir()
     land.save(tmp_path / other / landscape_filename(TINY))
     monkeypatch.setattr(shipped, "LANDSCAPES_DIR", tmp_path)
-    with pytest.raises(LandscapeNotFound) as err:
-        make_env(TINY, backend="landscape")
-    message = str(err.value)
-    assert "\n" not in message and other in message and f"landscape={other!r}" in message
-    env = make_env(TINY, backend="landscape", landscape=other)
-    assert env.landscape.cpu_folder == other
-    env.close()
+    for named in (None, other):
+        with pytest.warns(AnotherCPULandscape) as warned:
+            env = make_env(TINY, backend="landscape", landscape=named)
+        message = str(warned[0].message)
+        assert "\n" not in message and other in message and "not of this machine" in message
+        assert env.landscape.cpu_folder == other
+        env.close()
     with pytest.raises(LandscapeNotFound, match="no landscapes are shipped for CPU 'elsewhere'"):
         make_env(TINY, backend="landscape", landscape="elsewhere")
 

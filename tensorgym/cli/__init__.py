@@ -41,6 +41,7 @@ import logging
 import sqlite3
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 
 from tensorgym.errors import TensorgymError
@@ -71,7 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            _notes_on_one_line()
+            return args.func(args)
     except Exception as exc:  # noqa: BLE001 - sorted below: the user's errors become one line
         if not is_user_error(exc):
             raise
@@ -83,6 +86,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: every finished measurement is in the database; run the same command again to resume",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _notes_on_one_line() -> None:
+    """Inside ``warnings.catch_warnings()``: a run on another CPU's landscape says so in one ``note:`` line."""
+    from tensorgym.landscape.shipped import AnotherCPULandscape
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, AnotherCPULandscape):
+            print(f"note: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.simplefilter("once", AnotherCPULandscape)
+    warnings.showwarning = show
 
 
 def is_user_error(exc: BaseException) -> bool:

@@ -6,6 +6,9 @@
         search that anchors it (the GA in the tiles space, random-structured in the microkernel space, 512
         measurements, into the --anchor-db); resumable (run it again), with a progress bar and an ETA;
         --rounds N measures every config N times, a round at a time, each round into its own database
+  tensorgym landscape sample ENV_ID --db PATH [--configs 2000] [--limit N] [--time-limit S]
+        measure a uniform random sample of the layer's whole tiles space through the normal evaluator
+        (resumable): how hard the space a user tunes is, the live random baseline, and a held-out test set
   tensorgym landscape export ENV_ID --db PATH [--space ...] [--out FILE] [--t4 FILE]
         one compact file of the landscape (and, with --t4, the T4 format read by Kernel Tuner and the
         autotuning-methodology package)
@@ -26,10 +29,11 @@ from tensorgym.evaluator import Evaluator
 from tensorgym.envs.registration import workload_of
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.landscape.check import check_landscape
-from tensorgym.landscape.export import export_landscape, write_t4
+from tensorgym.landscape.export import export_landscape, export_sample, write_t4
 from tensorgym.landscape.file import Landscape
-from tensorgym.landscape.measuring import measure_rounds, round_path
-from tensorgym.landscape.shipped import LANDSCAPE_SPACES as SPACES, LANDSCAPES_DIR, find_landscape, landscape_filename
+from tensorgym.landscape.measuring import measure_configs, measure_rounds, round_path, sample_order
+from tensorgym.landscape.shipped import (LANDSCAPE_SPACES as SPACES, LANDSCAPES_DIR, find_landscape, landscape_filename,
+                                        sample_path)
 from tensorgym.measure.measurer import Measurer
 from tensorgym.spaces.microkernel.catalogue import load_catalogue
 from tensorgym.spaces.microkernel import benchmark as microkernel_benchmark
@@ -63,6 +67,27 @@ def add_parser(subparsers) -> None:
                    help="start no new batch after this many seconds (a chunk)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser("sample", help="measure a uniform random sample of a layer's whole tiles space (resumable)",
+                       description="Measure configs drawn uniformly from the layer's whole tiles space (not the "
+                                   "benchmark sub-space) through the normal evaluator: the full space's difficulty "
+                                   "profile that a landscape is checked against, the live random baseline, and a "
+                                   "held-out test set for cost models. The same --configs and --seed draw the same "
+                                   "configs: run the same command again to resume.")
+    p.add_argument("env_id", help="a suite layer's id, e.g. Conv2d-ResNet-R5-v0")
+    p.add_argument("--db", required=True, help="the SQLite database of the sample's measurements")
+    p.add_argument("--configs", type=int, default=2000, help="configs in the sample (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="the draw (default 0)")
+    p.add_argument("--target", default="llvm", choices=("llvm", "native", *RUNNABLE_PROFILES),
+                   help="this CPU (default), or this CPU restricted to a profile such as x86-64-v3")
+    p.add_argument("--limit", type=int, default=None, help="measure at most this many configs now (a chunk)")
+    p.add_argument("--time-limit", type=finite_float, default=None,
+                   help="start no new batch after this many seconds (a chunk)")
+    p.add_argument("--out", default=None,
+                   help="where the complete sample is written (default: the samples folder beside this CPU's "
+                        "landscapes in the package)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("export", help="write a measured landscape as one compact file (and as T4)",
                        description="Write the measured benchmark space of a layer as one compact landscape file "
@@ -192,6 +217,32 @@ def cmd_measure(args: argparse.Namespace) -> int:
         left = "complete" if state.done else f"{state.missing} configs still to measure (run again to go on)"
         print(f"{space.workload.label}{where}: {state.measured_now} measured now in {state.seconds:.0f} s, "
               f"{state.held_before} held before; {left}")
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    if args.configs < 1:
+        raise InvalidArgumentError(f"--configs must be at least 1, got {args.configs}")
+    if args.limit is not None and args.limit < 0:
+        raise InvalidArgumentError(f"--limit must be >= 0, got {args.limit}")
+    target = resolve_target(args.target)
+    if target.kind != "llvm":
+        raise InvalidArgumentError("landscapes are measured on a CPU target")
+    workload = workload_of(args.env_id)
+    space = make_space("tiles", workload, target)
+    configs = sample_order(space, args.configs, args.seed)
+    with Database(args.db) as database, Measurer(target) as measurer:
+        print(f"{workload.label}: {len(configs)} configs drawn uniformly from the whole tiles space (seed "
+              f"{args.seed}) on {target.label}; database {args.db}", file=sys.stderr)
+        state = measure_configs(space, configs, database, measurer, limit=args.limit, time_limit=args.time_limit,
+                                progress=not args.quiet, desc=f"sample {workload.label}")
+        if state.done:
+            sample = export_sample(database, space, configs, seed=args.seed)
+            out = sample.save(args.out or sample_path(workload, target))
+    left = f"complete, written to {out}" if state.done else \
+        f"{state.missing} configs still to measure (run again to go on)"
+    print(f"{workload.label} sample: {state.measured_now} measured now in {state.seconds:.0f} s, "
+          f"{state.held_before} held before; {left}")
     return 0
 
 

@@ -13,8 +13,10 @@ Importing this package imports neither TVM nor the measurer's workers.
 from .evaluator import LandscapeEvaluator
 from .export import LandscapeIncomplete, export_landscape, write_t4
 from .file import Landscape, LandscapeError, LandscapeMetadata, NotInLandscape
-from .shipped import LandscapeNotFound, cpu_folder, find_landscape, shipped_env_ids, shipped_landscapes
+from .shipped import (AnotherCPULandscape, LandscapeNotFound, another_cpu_notice, cpu_folder, find_landscape,
+                      shipped_env_ids, shipped_landscapes, warn_if_another_cpu)
 
-__all__ = ["Landscape", "LandscapeError", "LandscapeEvaluator", "LandscapeIncomplete", "LandscapeMetadata",
-           "LandscapeNotFound", "NotInLandscape", "cpu_folder", "export_landscape", "find_landscape",
-           "shipped_env_ids", "shipped_landscapes", "write_t4"]
+__all__ = ["AnotherCPULandscape", "Landscape", "LandscapeError", "LandscapeEvaluator", "LandscapeIncomplete",
+           "LandscapeMetadata", "LandscapeNotFound", "NotInLandscape", "another_cpu_notice", "cpu_folder",
+           "export_landscape", "find_landscape", "shipped_env_ids", "shipped_landscapes", "warn_if_another_cpu",
+           "write_t4"]

@@ -135,23 +135,55 @@ def export_landscape(database: Database, space: Space, *, env_id: str | None = N
     if not records:
         raise LandscapeIncomplete(f"no config of the {space.name} space of {space.workload.label} is measured in "
                                   f"{database.path} on {space.target.label}")
+    meta = _landscape_metadata(space, records, env_id=env_id, configs_in_space=len(configs), protocol=protocol,
+                               rounds=1 + len(repeats), fma_peak_gflops=fma_peak_gflops, llvm_version=llvm_version,
+                               notes={"configs_measured": len(records), "complete": not missing})
+    return Landscape.from_records(records, meta, order=configs)
+
+
+def export_sample(database: Database, space: Space, configs: Sequence[Config], *, seed: int,
+                  env_id: str | None = None, protocol: TimingProtocol | None = None,
+                  llvm_version: str | None = None) -> Landscape:
+    """The full-space sample ``configs`` (drawn by :func:`tensorgym.landscape.measuring.sample_order` with
+    ``seed`` from the whole of ``space``) from the records ``database`` holds, in the landscape file format.
+
+    It is not a landscape of a bounded space: its metadata's ``notes["sample"]`` says how it was drawn, and
+    ``configs_in_space`` is the sample's size. Raises :class:`LandscapeIncomplete` while configs are missing.
+    """
+    held = {r.config: r for r in database.records(space.workload.key, space.target.fingerprint, space.name)
+            if r.final}
+    missing = [c for c in configs if c not in held]
+    if missing:
+        raise LandscapeIncomplete(f"{len(missing)} of the {len(configs)} configs of the sample of "
+                                  f"{space.workload.label} are not measured in {database.path} on "
+                                  f"{space.target.label}: run `tensorgym landscape sample` again to measure them")
+    records = [held[c] for c in configs]
+    drawn = {"of": f"the whole {space.name} space", "draw": "uniform, distinct configs", "seed": seed,
+             "configs": len(configs)}
+    meta = _landscape_metadata(space, records, env_id=env_id, configs_in_space=len(configs), protocol=protocol,
+                               rounds=1, fma_peak_gflops=None, llvm_version=llvm_version, notes={"sample": drawn})
+    return Landscape.from_records(records, meta, order=list(configs))
+
+
+def _landscape_metadata(space: Space, records: Sequence[Record], *, env_id: str | None, configs_in_space: int,
+                        protocol: TimingProtocol | None, rounds: int, fma_peak_gflops: float | None,
+                        llvm_version: str | None, notes: dict[str, Any]) -> LandscapeMetadata:
     created = sorted(r.created for r in records if r.created)
     target = space.target
-    meta = LandscapeMetadata(
+    return LandscapeMetadata(
         workload=space.workload.to_json(), workload_key=space.workload.key, workload_label=space.workload.label,
         space=space.name, space_options=getattr(space, "options", {}) or {},
         target=target.to_json(), cpu_model=target.cpu_model, cpu_folder=cpu_folder(target),
         fingerprint=target.fingerprint, cpu_flags=tuple(target.cpu_flags), cores=target.num_cores,
         tvm_version=target.tvm_version, llvm_version=llvm_version or _llvm_version(),
         tensorgym_version=_tensorgym_version(), git_commit=_git_commit(),
-        protocol=_protocol(protocol, rounds=1 + len(repeats)), date=_iso(None), configs_in_space=len(configs),
+        protocol=_protocol(protocol, rounds=rounds), date=_iso(None), configs_in_space=configs_in_space,
         fma_peak_gflops=fma_peak_gflops if fma_peak_gflops is not None else (
             getattr(space, "peak_gflops", None) or _calibrated_peak(target)),
         env_id=env_id if env_id is not None else resolve_workload(space.workload)[1],
         measured_from=_iso(created[0]) if created else None, measured_to=_iso(created[-1]) if created else None,
-        notes={"configs_measured": len(records), "complete": not missing},
+        notes=notes,
     )
-    return Landscape.from_records(records, meta, order=configs)
 
 
 # -- T4 ----------------------------------------------------------------------------------------------------------

@@ -68,13 +68,29 @@ def measure_landscape(space: Space, database: Database, measurer: Measurer, *, l
                       desc: str | None = None) -> MeasuringProgress:
     """Measure the configs of ``space`` that ``database`` does not hold yet (at most ``limit`` of them, and
     no new batch after ``time_limit`` seconds); see the module docs."""
+    return measure_configs(space, measuring_order(space, order_seed), database, measurer, limit=limit,
+                           time_limit=time_limit, progress=progress, on_record=on_record,
+                           desc=desc or f"landscape {space.workload.label}")
+
+
+def sample_order(space: Space, count: int, seed: int = 0) -> list[Config]:
+    """``count`` distinct configs drawn uniformly from the whole of ``space`` (the tiles space's own sampler,
+    one factorisation per loop and one value per knob, each uniform), the same list for the same space and seed:
+    the full-space sample that tells how hard the space is, measured beside a landscape."""
+    return space.sample_many(np.random.default_rng(seed), count)
+
+
+def measure_configs(space: Space, configs: list[Config], database: Database, measurer: Measurer, *,
+                    limit: int | None = None, time_limit: float | None = None, progress: bool = True,
+                    on_record: Callable[[Record], None] | None = None, desc: str = "measuring") -> MeasuringProgress:
+    """Measure, in their order, the ``configs`` that ``database`` does not hold yet (at most ``limit`` of them,
+    and no new batch after ``time_limit`` seconds)."""
     evaluator = Evaluator(space, database, measurer)
-    configs = measuring_order(space, order_seed)
     missing = [c for c in configs if evaluator.lookup(c) is None]
     held = len(configs) - len(missing)
     todo = missing if limit is None else missing[:max(0, limit)]
     start = time.monotonic()
-    bar = _progress_bar(len(configs), held, desc or f"landscape {space.workload.label}", progress)
+    bar = _progress_bar(len(configs), held, desc, progress)
     measured = 0
     try:
         for i in range(0, len(todo), BATCH):

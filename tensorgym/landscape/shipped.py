@@ -16,9 +16,11 @@ differ, so a landscape answers for the CPU it was measured on only. Shipped land
   else the layer or operator name with a short hash of the workload's key (``R5-1a2b3c4d`` for R5
   in NHWC), so two different computations never share a file name.
 
-:func:`find_landscape` gives the landscape of this machine's CPU and refuses, in one line that lists
-what is shipped, one of another CPU unless that CPU's folder is named explicitly (``cpu=``): nobody
-should mistake another machine's measurements for their own.
+:func:`find_landscape` gives the landscape of this machine's CPU when there is one, else that of the CPU
+folder named (``cpu=``), else the one another CPU has. Another CPU's landscape says nothing about this
+machine's kernels (its best config, ranking and speed differ), but it is still a fair benchmark for
+comparing search methods, as any tabular benchmark is: :func:`another_cpu_notice` is the one line that
+says whose measurements a run answers from, which the envs warn and the command line prints.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +55,11 @@ _INTEL_MICROARCHITECTURES: dict[int, str] = {
 }
 # Words of CPU model names that say nothing about the CPU.
 _NOISE = re.compile(r"\((r|tm)\)|\b(cpu|processor|with radeon graphics|\d+-core)\b|@.*$", re.I)
+
+
+class AnotherCPULandscape(UserWarning):
+    """A run answers from a landscape measured on another CPU than the one it runs on (see
+    :func:`another_cpu_notice`)."""
 
 
 class LandscapeNotFound(TensorgymError, LookupError):
@@ -122,6 +130,14 @@ def landscape_filename(workload: Workload, space: str = "tiles") -> str:
     return f"{layer_name(workload)}-{space}{SUFFIX}"
 
 
+def sample_path(workload: Workload, target: Target | None = None, space: str = "tiles",
+                root: str | Path | None = None) -> Path:
+    """Where the full-space sample of a layer on ``target``'s CPU lives: ``<cpu folder>/samples/`` beside its
+    landscapes (see :func:`tensorgym.landscape.measuring.sample_order`)."""
+    base = Path(root) if root is not None else LANDSCAPES_DIR
+    return base / cpu_folder(target) / "samples" / landscape_filename(workload, space)
+
+
 def shipped_landscapes(root: str | Path | None = None) -> list[ShippedLandscape]:
     """Every shipped landscape (under ``root``, default the package's), sorted by CPU, layer and space."""
     base = Path(root) if root is not None else LANDSCAPES_DIR
@@ -156,13 +172,14 @@ def resolve_workload(env_id_or_workload: str | Workload) -> tuple[Workload, str 
 
 def find_landscape(env_id_or_workload: str | Workload, space: str = "tiles", cpu: str | None = None,
                    target: Target | None = None, *, root: str | Path | None = None) -> Path:
-    """The shipped landscape of a layer and space for this machine's CPU (``target``'s, default the local
-    CPU), or for the CPU folder named by ``cpu`` (explicitly another machine's measurements).
+    """The shipped landscape of a layer and space: for the CPU folder named by ``cpu``, else for this machine's
+    CPU (``target``'s, default the local CPU), else another CPU's (the one with the most landscapes: see
+    :func:`another_cpu_notice`).
 
-    Raises :class:`LandscapeNotFound` (one line, listing what is shipped) when there is none, and when
-    only other CPUs have one and ``cpu`` does not name one of them.
+    Raises :class:`LandscapeNotFound` (one line, saying what to type) when ``cpu`` names no CPU with
+    landscapes, or no CPU has one of this layer and space.
     """
-    workload, _ = resolve_workload(env_id_or_workload)
+    workload, env_id = resolve_workload(env_id_or_workload)
     base = Path(root) if root is not None else LANDSCAPES_DIR
     filename = landscape_filename(workload, space)
     shipped = shipped_landscapes(base)
@@ -170,7 +187,7 @@ def find_landscape(env_id_or_workload: str | Workload, space: str = "tiles", cpu
     if cpu is not None:
         if not isinstance(cpu, str) or cpu not in folders:
             raise LandscapeNotFound(f"no landscapes are shipped for CPU {cpu!r}; CPUs with landscapes: "
-                                    f"{', '.join(folders) or 'none'}")
+                                    f"{', '.join(folders) or 'none'} (`tensorgym landscape list` shows them)")
         wanted = cpu
     else:
         wanted = cpu_folder(target)
@@ -180,9 +197,29 @@ def find_landscape(env_id_or_workload: str | Workload, space: str = "tiles", cpu
     layer = filename.removesuffix(SUFFIX)
     elsewhere = [s.cpu for s in shipped if f"{s.layer}-{s.space}" == layer]
     if cpu is None and elsewhere:
-        raise LandscapeNotFound(
-            f"no {space} landscape of {workload.label} for this CPU ({wanted}); it is shipped for "
-            f"{', '.join(elsewhere)}, another machine's measurements: name one explicitly "
-            f"(cpu={elsewhere[0]!r}) to use it anyway, or measure this CPU (`tensorgym landscape measure`)")
+        count = {folder: sum(s.cpu == folder for s in shipped) for folder in elsewhere}
+        return base / max(sorted(elsewhere), key=count.__getitem__) / filename
     listing = ", ".join(s.name for s in shipped) or "none"
-    raise LandscapeNotFound(f"no {space} landscape of {workload.label} is shipped for {wanted}; shipped: {listing}")
+    measure = f"tensorgym landscape measure {env_id} --space {space} --db {layer}.db" if env_id else \
+        "tensorgym landscape measure ENV_ID --db FILE"
+    raise LandscapeNotFound(f"no {space} landscape of {workload.label} is shipped for {wanted}; shipped: {listing}. "
+                            f"Measure one on this CPU: `{measure}`")
+
+
+def another_cpu_notice(landscape_cpu: str, target: Target | None = None) -> str | None:
+    """The one line a run answered from a landscape measured on the CPU folder ``landscape_cpu`` prints, or
+    ``None`` when that is ``target``'s CPU (default the local one)."""
+    here = cpu_folder(target)
+    if landscape_cpu == here:
+        return None
+    return (f"answering from the landscape measured on {landscape_cpu}, not on this CPU ({here}): a benchmark "
+            f"of search methods, not of this machine's kernels (choose another with --landscape CPU, or measure "
+            f"this CPU with `tensorgym landscape measure`)")
+
+
+def warn_if_another_cpu(landscape_cpu: str, target: Target | None = None, stacklevel: int = 3) -> None:
+    """Warn (:class:`AnotherCPULandscape`, once per call site) with :func:`another_cpu_notice`'s line when the
+    landscape was measured on another CPU."""
+    notice = another_cpu_notice(landscape_cpu, target)
+    if notice:
+        warnings.warn(notice, AnotherCPULandscape, stacklevel=stacklevel)
