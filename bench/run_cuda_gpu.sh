@@ -4,9 +4,9 @@
 # call carries at most 64 MiB, less than TVM and the wheels together.
 #
 #   a  (carry .gpu_carry/a)  pytest -m gpu without TVM (device, CUTLASS, vendors); the cutlass space on
-#                            BERT M3 fp16 against cuBLAS; cuBLAS/cuDNN on every layer             (~3 min)
+#                            BERT M3 fp16 against cuBLAS; cuBLAS/cuDNN on every layer             (≤ 5 min)
 #   b  (carry .gpu_carry/b)  TVM assembled; pytest -m gpu again, now with the TVM kernels; the tiles
-#                            sketch by DGD (seed 000's GPU features), then GA, on R5 and M3; report  (~7 min)
+#                            sketch by DGD (seed 000's GPU features), then GA, on R5 and M3; report  (≤ 7 min)
 #
 # Ordered by value: a call cut off still leaves what it finished in $OUT (bench.tgz: the database and the
 # finished runs; pytest-*.txt: the tests' counts). A step run again measures nothing twice: a later call
@@ -51,7 +51,7 @@ gpu_tests() {
     nproc
     $PY -c "import sys, numpy, torch; print(sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__)"
     $PY -m pip show cuda-bindings nvidia-ml-py 2>/dev/null | grep -E "^(Name|Version)"
-    nvcc --version | tail -1
+    nvcc --version | grep -o "release .*"
 } 2>&1 | tee -a "$OUT/machine.txt"
 
 case $STEP in
@@ -60,10 +60,10 @@ a)
     install_wheels .gpu_carry/a/*.whl || exit 2
     mkdir -p "$TG/cuda-cache" && tar xJf .gpu_carry/a/cuda-cache.tar.xz -C "$TG/cuda-cache"
     echo "prebuilt kernels: $(ls "$TG/cuda-cache" | grep -c cubin\\\|so\$)"
-    gpu_tests 150
-    timeout 150 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts cutlass \
+    gpu_tests 120
+    timeout 120 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts cutlass \
         --cutlass-swizzles 8 2>&1 | tee -a "$OUT/bench-a.txt" | tail -5
-    timeout 60 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts vendor,report \
+    timeout 45 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts vendor,report \
         2>&1 | tee -a "$OUT/bench-a.txt"
     save ;;
 b)
@@ -76,10 +76,10 @@ b)
     tar xJf "$TG/tvm.tar.xz" -C "$SITE" && rm "$TG"/tvm.tar.xz*
     install_wheels .gpu_carry/b/*.whl || exit 2
     $PY -c "import tvm; print('tvm', tvm.__version__)" || exit 5
-    gpu_tests 120
-    timeout 330 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts tiles \
+    gpu_tests 100
+    timeout 270 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts tiles \
         --budget "$BUDGET" --runs dgd:R5,dgd:M3,ga:R5,ga:M3 2>&1 | tee -a "$OUT/bench-b.txt" | tail -8
-    timeout 60 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts report \
+    timeout 40 $PY bench/bench_cuda.py --db "$BENCH/cuda.db" --out "$BENCH/runs" -q --parts report \
         2>&1 | tee -a "$OUT/bench-b.txt"
     save ;;
 *)
