@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,9 +101,12 @@ def _seed_text(seeds: list[int]) -> str:
 
 
 def write_tables(board: Leaderboard, out_dir: str | Path) -> dict[str, Path]:
-    """Write compare.csv (one line per row and metric), compare.json and compare.md; returns their paths."""
+    """Write compare.csv (one line per row and metric), compare.json, compare.md and curves.json (every run's
+    best-so-far curve, to re-score the board without running it again); returns their paths."""
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     paths = {ext: Path(out_dir) / f"compare.{ext}" for ext in ("csv", "json", "md")}
+    paths["curves"] = Path(out_dir) / "curves.json"
+    paths["curves"].write_text(json.dumps(curves(board), separators=(",", ":")))
     with paths["csv"].open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["env", "workload", "agent", "metric", "mean", "min", "max", "n", "values"])
@@ -113,6 +117,25 @@ def write_tables(board: Leaderboard, out_dir: str | Path) -> dict[str, Path]:
     paths["json"].write_text(json.dumps(board.to_json(), indent=1))
     paths["md"].write_text(markdown(board))
     return paths
+
+
+def curves(board: Leaderboard) -> dict[str, Any]:
+    """Every run's best-so-far curve: for each env, agent and seed, the trials' ``[index, tuning clock s,
+    best GFLOP/s]`` (a step function: the best holds until the next point), with what it was measured on."""
+    runs = []
+    for (env_id, agent), results in sorted(board.results.items()):
+        for result in sorted(results, key=lambda r: r.seed):
+            points, last = [], None
+            for trial in result.trials:
+                if trial.best_gflops != last or trial is result.trials[-1]:
+                    points.append([trial.index, round(trial.elapsed_s, 6), round(trial.best_gflops, 6)])
+                    last = trial.best_gflops
+            runs.append({"env": env_id, "agent": agent, "seed": result.seed, "simulated": result.simulated,
+                         "trials": len(result.trials), "best_so_far": points})
+    landscapes = {env: {"cpu": facts.cpu, "optimum_gflops": facts.optimum_gflops, "digest": facts.digest}
+                  for env, facts in board.landscapes.items()}
+    return {"format": "tensorgym-curves", "version": 1, "columns": ["trial", "clock_s", "best_gflops"],
+            "landscapes": landscapes, "runs": runs}
 
 
 _VERSION = re.compile(r"v?\d+(\.\d+)+\S*|\d{4}\S*")  # 2.13.0, 0.3.27, 2024.0, 2.13.0+cpu

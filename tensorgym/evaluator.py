@@ -66,12 +66,16 @@ class Evaluator(ABC):
         space: the space whose configs it answers.
         database: where its records are stored (None: kept elsewhere, e.g. in memory).
         measured, reused: configs measured by it, and answered from what was stored.
+        simulated: whether it answers from measurements made before instead of measuring (a landscape): its
+            first answer for a config in a run then stands for a measurement, and the machine's state
+            while it answers says nothing about the answers.
     """
 
     space: Space
     database: Database | None
     measured: int = 0
     reused: int = 0
+    simulated: bool = False
 
     def __new__(cls, *args: Any, **kwargs: Any):
         if cls is Evaluator:  # the constructor of the interface picks the implementation

@@ -136,8 +136,9 @@ class TuningResult:
     best_gflops: float = 0.0
     best_latency_s: float | None = None  # the best kernel's latency; a network's estimated latency
     best_latency_cv: float | None = None
-    measured: int = 0  # trials compiled and timed in this run
+    measured: int = 0  # trials compiled and timed in this run (simulated: first answers of a landscape)
     reused: int = 0  # trials answered from the database
+    simulated: bool = False  # the measurements were simulated: answered from a landscape, nothing compiled
     wall_s: float = 0.0  # real wall time of the run
     extra: dict[str, Any] = field(default_factory=dict)
     tasks: list[TaskResult] = field(default_factory=list)

@@ -387,6 +387,7 @@ class Tuner:
         self.measured = 0
         self.reused = 0
         self.busy_trials = 0  # trials whose timing saw other processes take the cores (Record.busy)
+        self.simulated = False  # whether any trial was answered by a simulated evaluator (a landscape)
         self._start = time.monotonic()
         self._measure_wall = 0.0  # real seconds spent measuring
         self._charged = 0.0  # seconds charged for trials
@@ -647,15 +648,19 @@ class Tuner:
     # -- measuring ---------------------------------------------------------------------------------------------------
     def _measure(self, state: TaskState, candidate: CandidateState, configs: list[Config]) -> None:
         t0 = time.monotonic()
-        fresh = {c for c in configs if candidate.evaluator.lookup(c) is None}
+        simulated = candidate.evaluator.simulated
+        # A simulated evaluator knows every config: its first answer in this run is the run's simulated measurement.
+        fresh = {c for c in configs
+                 if (c not in candidate.seen if simulated else candidate.evaluator.lookup(c) is None)}
         records = self._full_where_best(candidate, candidate.evaluator.evaluate(configs))
         wall = time.monotonic() - t0
         self._measure_wall += wall
         for record in records:
             is_fresh = record.config in fresh
-            # Fresh trials share the batch's real wall time; replayed ones are charged what they cost then.
-            self._charged += wall / len(fresh) if is_fresh else record.wall_s
-            self._record_trial(state, candidate, record, is_fresh)
+            # Fresh trials share the batch's real wall time; replayed and simulated ones are charged what they cost
+            # when they were measured.
+            self._charged += wall / len(fresh) if is_fresh and not simulated else record.wall_s
+            self._record_trial(state, candidate, record, is_fresh, simulated)
 
     @staticmethod
     def _full_where_best(candidate: CandidateState, records: list[Record]) -> list[Record]:
@@ -671,7 +676,8 @@ class Tuner:
             out.append(record)
         return out
 
-    def _record_trial(self, state: TaskState, candidate: CandidateState, record: Record, fresh: bool) -> None:
+    def _record_trial(self, state: TaskState, candidate: CandidateState, record: Record, fresh: bool,
+                      simulated: bool = False) -> None:
         candidate.seen[record.config] = record
         if record.ok and (candidate.best is None or record.gflops > candidate.best.gflops):
             candidate.best = record
@@ -679,7 +685,8 @@ class Tuner:
         state.trials += 1
         self.measured += fresh
         self.reused += not fresh
-        self.busy_trials += record.busy
+        self.busy_trials += record.busy and not simulated  # a landscape's contention was its measuring machine's
+        self.simulated |= simulated
         best_gflops, best_latency = self._best_so_far()
         self.trials.append(Trial(len(self.trials) + 1, self.elapsed, record.config, record.status.value,
                                  record.gflops, best_gflops, fresh, state.index, candidate.index,
@@ -718,7 +725,7 @@ class Tuner:
             target=space.target.fingerprint, seed=self.seed if seed is None else seed, budget=self.budget,
             time_budget=self.time_budget, trials=list(self.trials), best_config=best.config if best else None,
             best_gflops=best_gflops, best_latency_s=best_latency, best_latency_cv=best.latency_cv if best else None,
-            measured=self.measured, reused=self.reused, wall_s=time.monotonic() - self._start,
+            measured=self.measured, reused=self.reused, simulated=self.simulated, wall_s=time.monotonic() - self._start,
             extra={"busy_trials": self.busy_trials,
                    "best_busy": any(t.best is not None and t.best.busy for t in self.tasks), **extra},
             tasks=[state.to_result() for state in self.tasks], rounds=list(self.rounds), search=self.search or agent,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import subprocess
 import sys
@@ -10,11 +11,11 @@ import numpy as np
 import pytest
 
 from fakes import SYMBOLIC_CPU, run_search
-from test_landscape_data import TINY, synthetic_landscape, tiny_space
+from test_landscape_data import TINY, filled_database, synthetic_landscape, synthetic_records, tiny_space
 from tensorgym.catalog import make_agent, make_space
 from tensorgym.errors import TensorgymError
 from tensorgym.evaluator import Evaluator, NotMeasured
-from tensorgym.landscape import LandscapeError, LandscapeEvaluator, NotInLandscape
+from tensorgym.landscape import LandscapeError, LandscapeEvaluator, NotInLandscape, export_landscape
 from tensorgym.tuner import Tuner
 
 
@@ -142,6 +143,24 @@ def test_the_tuner_charges_the_simulated_clock(land):
     assert tuner.elapsed == pytest.approx(charged, abs=0.5)  # plus the tuner's own (tiny) compute
     assert tuner.elapsed >= charged
     assert [t.elapsed_s for t in tuner.trials] == sorted(t.elapsed_s for t in tuner.trials)
+
+
+def test_a_landscape_run_reads_as_simulated_measurements_and_never_as_busy():
+    space = tiny_space()
+    busy = [dataclasses.replace(r, contention=0.5) for r in synthetic_records(space)]  # measured on a busy machine
+    with filled_database(space, busy) as db:
+        land = export_landscape(db, space, llvm_version="test")
+    evaluator = LandscapeEvaluator(land, seed=0)
+    assert evaluator.simulated and not Evaluator.simulated
+    tuner = Tuner(evaluator, budget=24)
+    tuner.measure(list(land.configs[:8]))
+    tuner.measure(list(land.configs[8:16]))
+    result = tuner.result("test")
+    assert result.simulated and result.measured == 16 and result.reused == 0  # each a simulated measurement
+    assert all(t.fresh for t in result.trials) and len(result.trials) == 16
+    assert result.extra["busy_trials"] == 0  # the landscape's contention was its measuring machine's, not this run's
+    again = type(result).from_json(result.to_json())
+    assert again.simulated and again.measured == 16
 
 
 def test_agents_search_it_like_any_evaluator(land):

@@ -98,6 +98,12 @@ def test_write_and_plot(tmp_path):
     data = json.loads(paths["json"].read_text())
     assert data["settings"]["seeds"] == [0, 1] and len(data["rows"]) == 5
     assert "| E1 | a |" in paths["md"].read_text()
+    curves = json.loads(paths["curves"].read_text())  # every run's best-so-far, to re-score without re-running
+    run = next(r for r in curves["runs"] if r["env"] == "E1" and r["agent"] == "a" and r["seed"] == 0)
+    result = next(r for r in board.results[("E1", "a")] if r.seed == 0)
+    assert curves["columns"] == ["trial", "clock_s", "best_gflops"] and run["trials"] == len(result.trials)
+    assert run["best_so_far"][-1][2] == pytest.approx(result.trials[-1].best_gflops)
+    assert [p[0] for p in run["best_so_far"]] == sorted(p[0] for p in run["best_so_far"])
     pngs = plot_curves(board, tmp_path)
     assert [p.name for p in pngs] == ["E1.png", "E2.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)

@@ -9,9 +9,14 @@
   tensorgym landscape sample ENV_ID --db PATH [--configs 2000] [--limit N] [--time-limit S]
         measure a uniform random sample of the layer's whole tiles space through the normal evaluator
         (resumable): how hard the space a user tunes is, the live random baseline, and a held-out test set
-  tensorgym landscape export ENV_ID --db PATH [--space ...] [--out FILE] [--t4 FILE]
-        one compact file of the landscape (and, with --t4, the T4 format read by Kernel Tuner and the
-        autotuning-methodology package)
+  tensorgym landscape export ENV_ID --db PATH [--space ...] [--out FILE] [--t4 FILE] [--kernel-tuner FILE]
+  tensorgym landscape export ENV_ID|FILE [--landscape CPU] --t4 FILE | --kernel-tuner FILE
+        one compact file of the landscape from its measurements (--db), or a landscape file or shipped
+        landscape as it is; --t4 also writes the T4 format read by the autotuning-methodology package,
+        --kernel-tuner Kernel Tuner's cache file, which its simulation mode replays
+  tensorgym landscape list
+        every shipped and locally exported landscape: its CPU, space, configs, optimum, and its fidelity
+        (random search's profile on it beside the full-space sample's, where one is measured)
   tensorgym landscape check ENV_ID [--space ...] [--configs 64] [--rounds N]
         re-measure random configs of the shipped landscape live: their rank correlation with it
 """
@@ -23,22 +28,25 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+from tensorgym.baselines.fidelity import TOLERANCE, landscape_fidelity, random_search_profile
 from tensorgym.catalog import make_agent, make_space
 from tensorgym.database import Database
 from tensorgym.evaluator import Evaluator
 from tensorgym.envs.registration import workload_of
 from tensorgym.errors import InvalidArgumentError
 from tensorgym.landscape.check import check_landscape
-from tensorgym.landscape.export import export_landscape, export_sample, write_t4
+from tensorgym.landscape.export import export_landscape, export_sample, write_kernel_tuner_cache, write_t4
+from tensorgym.landscape.parameters import free_parameters
 from tensorgym.landscape.file import Landscape
 from tensorgym.landscape.measuring import measure_configs, measure_rounds, round_path, sample_order
-from tensorgym.landscape.shipped import (LANDSCAPE_SPACES as SPACES, LANDSCAPES_DIR, find_landscape, landscape_filename,
-                                        sample_path)
+from tensorgym.landscape.shipped import (LANDSCAPE_SPACES as SPACES, LANDSCAPES_DIR, SUFFIX, cpu_folder,
+                                        find_landscape, landscape_filename, sample_path, shipped_landscapes)
 from tensorgym.measure.measurer import Measurer
 from tensorgym.spaces.microkernel.catalogue import load_catalogue
 from tensorgym.spaces.microkernel import benchmark as microkernel_benchmark
 from tensorgym.spaces.tiles import benchmark as tiles_benchmark
 from tensorgym.target import RUNNABLE_PROFILES, resolve_target
+from tensorgym.text import format_table
 from tensorgym.tuner import Tuner
 from tensorgym.workloads import Conv2d
 
@@ -89,15 +97,44 @@ def add_parser(subparsers) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sample)
 
-    p = sub.add_parser("export", help="write a measured landscape as one compact file (and as T4)",
-                       description="Write the measured benchmark space of a layer as one compact landscape file "
-                                   "(default: where shipped landscapes live, under this CPU's folder), and with "
-                                   "--t4 also in the T4 format that Kernel Tuner and autotuning-methodology read.")
-    _add_common(p)
-    p.add_argument("--out", default=None, help="the landscape file (default: the package's landscapes folder)")
+    p = sub.add_parser("export", help="write a landscape as one compact file, as T4, or as a Kernel Tuner cache",
+                       description="With --db: gather the measured benchmark space of a layer into one compact "
+                                   "landscape file (default: where shipped landscapes live, under this CPU's folder). "
+                                   "Without --db: take a landscape file, or the layer's shipped landscape (--landscape "
+                                   "CPU picks another CPU's), as it is. Either way --t4 also writes the T4 format that "
+                                   "autotuning-methodology reads, and --kernel-tuner Kernel Tuner's cache file, which "
+                                   "its simulation mode replays; both name the landscape's free parameters only.")
+    p.add_argument("source", help="a suite layer's id (e.g. Conv2d-ResNet-R5-v0) or a landscape file (.json.gz)")
+    p.add_argument("--db", default=None, help="the SQLite database of the measurements (omit: export a landscape "
+                                              "file or a shipped landscape as it is)")
+    p.add_argument("--landscape", default=None, help="without --db: the CPU folder of the shipped landscape")
+    p.add_argument("--space", default="tiles", choices=SPACES, help="the space of the landscape")
+    p.add_argument("--max-configs", type=int, default=None,
+                   help=f"with --db: size of the benchmark sub-space (default {DEFAULT_MAX_CONFIGS['tiles']} in the "
+                        f"tiles space, {DEFAULT_MAX_CONFIGS['microkernel']} in the microkernel space)")
+    p.add_argument("--target", default="llvm", choices=("llvm", "native", *RUNNABLE_PROFILES),
+                   help="with --db: this CPU (default), or this CPU restricted to a profile such as x86-64-v3")
+    p.add_argument("--anchor-db", default=None, help="with --db: database of the anchoring full-space search "
+                                                     "(default: the --db file's name with '-anchor' added)")
+    p.add_argument("--anchor-budget", type=int, default=512, help="with --db: measurements of that search (512)")
+    p.add_argument("--rounds", type=int, default=1, help="with --db: the measuring rounds to combine (default 1)")
+    p.add_argument("--out", default=None, help="with --db: the landscape file (default: the package's landscapes "
+                                               "folder)")
     p.add_argument("--t4", default=None, help="also write the T4 results document here")
-    p.add_argument("--partial", action="store_true", help="export even if configs are missing (the file says so)")
+    p.add_argument("--kernel-tuner", default=None, help="also write Kernel Tuner's cache file here")
+    p.add_argument("--partial", action="store_true", help="with --db: export even if configs are missing (the "
+                                                          "file says so)")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("list", help="every landscape shipped or exported here, with its CPU and fidelity",
+                       description="List every landscape in the package's landscapes folder (shipped, or exported "
+                                   "on this machine): its CPU, layer, space, configs, optimum and when it was "
+                                   "measured, and its fidelity: random search's expected best after 16, 64 and 256 "
+                                   "draws as a share of the optimum, on the landscape and, where a full-space sample "
+                                   "of the layer is measured on the same CPU (`tensorgym landscape sample`), in the "
+                                   "whole space; the landscape is representative where they agree within "
+                                   f"{TOLERANCE}.")
+    p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("check", help="re-measure random configs of a landscape live: rank agreement",
                        description="Re-measure random configs of the layer's landscape on this machine and report "
@@ -164,6 +201,11 @@ def _space(args: argparse.Namespace, measurer: Measurer | None = None):
         full = make_space("tiles", workload, target)
     agent = ANCHOR_AGENTS[args.space]
     path = anchor_path(args)
+    if measurer is None and not path.exists():  # nothing to read: refuse without leaving an empty file behind
+        raise InvalidArgumentError(f"{path} does not exist: it would hold the {args.anchor_budget} measurements of "
+                                   f"the {agent} search that anchors the {args.space} benchmark space of "
+                                   f"{workload.label}: run `tensorgym landscape measure {args.env_id} --db {args.db} "
+                                   f"--space {args.space}` first")
     with Database(path) as database:
         held = database.count(workload.key, target.fingerprint, full.name)
         if held < args.anchor_budget:
@@ -247,6 +289,25 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.db is not None:
+        landscape = _measured_landscape(args)
+    else:
+        landscape = _given_landscape(args)
+        if not (args.t4 or args.kernel_tuner):
+            raise InvalidArgumentError(f"{landscape!r} is a landscape file already: name what to write it as, "
+                                       f"--t4 FILE or --kernel-tuner FILE (or give --db to export measurements)")
+    if args.t4:
+        print(f"T4: {write_t4(landscape, args.t4)}")
+    if args.kernel_tuner:
+        path = write_kernel_tuner_cache(landscape, args.kernel_tuner)
+        parameters = ", ".join(f"{k} ({len(v)})" for k, v in free_parameters(landscape).items())
+        print(f"Kernel Tuner cache: {path}; its tunable parameters: {parameters}")
+    return 0
+
+
+def _measured_landscape(args: argparse.Namespace) -> Landscape:
+    """``export --db``: the landscape of the layer's benchmark space from its measurements, saved to ``--out``."""
+    args.env_id = args.source
     _check_rounds(args)
     space = _space(args)
     paths = [round_path(args.db, r) for r in range(2, args.rounds + 1)]
@@ -254,8 +315,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if absent:
         first_absent = args.rounds + 1 - len(absent)
         raise InvalidArgumentError(f"--rounds {args.rounds}: round {first_absent} and on are not measured "
-                                   f"({absent[0]} does not exist): measure them first (`tensorgym landscape measure "
-                                   f"... --rounds {args.rounds}`)")
+                                   f"({absent[0]} does not exist): measure them first (`tensorgym landscape "
+                                   f"measure ... --rounds {args.rounds}`)")
     with ExitStack() as stack:
         database = stack.enter_context(Database(args.db, readonly=True))
         repeats = [stack.enter_context(Database(p, readonly=True)) for p in paths]
@@ -263,11 +324,44 @@ def cmd_export(args: argparse.Namespace) -> int:
                                      repeats=repeats)
     out = args.out or LANDSCAPES_DIR / landscape.cpu_folder / landscape_filename(space.workload, space.name)
     path = landscape.save(out)
-    optimum = landscape.optimum
     print(f"{space.workload.label}: {len(landscape)} configs on {landscape.cpu_label} -> {path} "
-          f"({path.stat().st_size / 1e3:.0f} kB); optimum {optimum.score:.1f} GFLOP/s")
-    if args.t4:
-        print(f"T4: {write_t4(landscape, args.t4)}")
+          f"({path.stat().st_size / 1e3:.0f} kB); optimum {landscape.optimum.score:.1f} GFLOP/s")
+    return landscape
+
+
+def _given_landscape(args: argparse.Namespace) -> Landscape:
+    """``export``'s landscape without a database: the file named, or the layer's shipped landscape."""
+    source = args.source
+    if source.endswith(SUFFIX) or Path(source).is_file():
+        return Landscape.load(source)
+    return Landscape.load(find_landscape(source, args.space, cpu=args.landscape))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    here = cpu_folder()
+    rows = []
+    for shipped in shipped_landscapes():
+        land = Landscape.load(shipped.path)
+        profile = random_search_profile(land.scores, float(land.scores.max()))
+        sample_file = shipped.path.parent / "samples" / shipped.path.name  # as sample_path() places it
+        whole, gap = "", ""
+        if sample_file.is_file():
+            fidelity = landscape_fidelity(land, Landscape.load(sample_file))
+            whole = " / ".join(f"{v:.2f}" for v in fidelity.sample)
+            gap = f"{fidelity.gap:.2f}" + (" ok" if fidelity.representative else "")
+        rows.append((shipped.cpu + (" (this CPU)" if shipped.cpu == here else ""), shipped.layer, shipped.space,
+                     str(len(land)), f"{float(land.scores.max()):.1f}", (land.metadata.measured_to or "")[:10],
+                     " / ".join(f"{v:.2f}" for v in profile), whole or "no sample", gap))
+    if not rows:
+        print(f"no landscapes in {LANDSCAPES_DIR}: measure one with `tensorgym landscape measure ENV_ID --db FILE`")
+        return 0
+    print(format_table(rows, ("CPU", "layer", "space", "configs", "optimum GFLOP/s", "measured",
+                              "random@16/64/256", "whole space @16/64/256", "gap")))
+    print(f"\nrandom@N: random search's expected best of N draws as a share of the optimum (of the landscape; of the "
+          f"best known, in the whole space's sample). gap: the largest difference; 'ok' within {TOLERANCE}.")
+    if here not in {s.cpu for s in shipped_landscapes()}:
+        print(f"this CPU ({here}) has no landscapes: runs on a landscape use another CPU's, as benchmarks of search "
+              f"(measure this CPU's with `tensorgym landscape measure`)")
     return 0
 
 

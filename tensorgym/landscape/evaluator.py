@@ -79,6 +79,8 @@ class LandscapeEvaluator(Evaluator):
 
     database = None  # answers come from the file
 
+    simulated = True  # answers from the landscape's measurements: first answers are simulated measurements
+
     def __init__(self, landscape: Landscape | str | os.PathLike, *, seed: int | np.random.Generator | None = None,
                  space: Space | None = None, noise: Noise = "bootstrap", clock: Clock = "batch",
                  build_workers: int | None = None, build_overhead_s: float | None = None):

@@ -14,9 +14,9 @@ writes it (``file_utils.get_t4_results``): times in milliseconds (``metadata.tim
 objective ``time`` and a ``GFLOP/s`` measurement, Kernel Tuner's error strings as values of failed
 configs. Two tensorgym-specific choices:
 
-* ``configuration`` is flat, one integer per knob level (``{"f.0": 2, "f.1": 8, ..., "unroll": 64}``,
-  the coordinate labels of :mod:`tensorgym.spaces.tiles.tiling` with level 0 added), since T4 and
-  Kernel Tuner parameters are scalars;
+* ``configuration`` holds the landscape's free parameters, the knob levels it varies and no implied one
+  (``{"f.1": 2, "f.3": 4, ..., "unroll": 64}``, :mod:`tensorgym.landscape.parameters`), since T4 and
+  Kernel Tuner parameters are scalars, and another tuner should search exactly the landscape's configs;
 * ``times`` are chosen so that the tuning clock is the same in both worlds: ``compilation`` is the
   build's share of the wall clock (``wall_s - run_s``: the parallel build phase divided among its
   batch), ``runtimes`` the kernel's timing samples (seconds per call, the schema's meaning) and
@@ -46,6 +46,7 @@ from ..measure.protocol import TimingProtocol
 from ..record import Record, Status, summarize_samples
 from ..spaces.base import Space
 from .file import Landscape, LandscapeError, LandscapeMetadata
+from .parameters import free_parameters, parameter_values
 from .shipped import cpu_folder, resolve_workload
 
 T4_SCHEMA_VERSION = "1.0.0"
@@ -192,6 +193,7 @@ def t4_document(landscape: Landscape) -> dict[str, Any]:
     meta = landscape.metadata
     stamp = meta.measured_to or meta.date
     results = []
+    parameters = free_parameters(landscape)
     for row, config in enumerate(landscape.configs):
         status = landscape.status[row]
         invalidity, error = _T4_INVALIDITY[status]
@@ -206,7 +208,7 @@ def t4_document(landscape: Landscape) -> dict[str, Any]:
         else:
             time_value = gflops_value = error
         results.append({
-            "timestamp": stamp, "configuration": flat_configuration(config), "times": times,
+            "timestamp": stamp, "configuration": parameter_values(config, parameters), "times": times,
             "invalidity": invalidity, "correctness": 0 if status is Status.WRONG_RESULT else 1,
             "measurements": [{"name": "time", "value": time_value, "unit": "ms"},
                              {"name": "GFLOP/s", "value": gflops_value, "unit": ""}],
@@ -230,30 +232,55 @@ def write_t4(landscape: Landscape, path: str | os.PathLike) -> Path:
     return path
 
 
-def flat_configuration(config: Config) -> dict[str, int]:
-    """A config as scalar parameters: ``knob.level`` for each level of a list knob, ``knob`` for the others."""
-    out: dict[str, int] = {}
-    for knob, value in config.items():
-        if isinstance(value, tuple):
-            out.update({f"{knob}.{level}": v for level, v in enumerate(value)})
-        else:
-            out[knob] = value
-    return out
+# -- Kernel Tuner's cache -------------------------------------------------------------------------------------------
+def kernel_tuner_cache(landscape: Landscape) -> dict[str, Any]:
+    """``landscape`` as a Kernel Tuner cache file, the format its simulation mode replays
+    (``kernel_tuner.tune_cache``, or ``tune_kernel(..., cache=FILE, simulation_mode=True)``).
+
+    Its tunable parameters are the landscape's free parameters (:mod:`.parameters`), one cache entry per config,
+    keyed by their values joined with commas as Kernel Tuner keys them. ``time`` is the latency in milliseconds
+    (Kernel Tuner's error string for a failed kernel, so its restrictions leave the config out), ``times`` the
+    samples, and ``compile_time`` + ``benchmark_time`` the wall milliseconds tensorgym's tuning clock charges for
+    the config, so Kernel Tuner's simulated time budget spends what a live search would. ``cache`` is the last
+    key, as Kernel Tuner requires.
+    """
+    meta = landscape.metadata
+    stamp = meta.measured_to or meta.date
+    parameters = free_parameters(landscape)
+    entries = {}
+    for row, config in enumerate(landscape.configs):
+        values = parameter_values(config, parameters)
+        status = landscape.status[row]
+        run_ms = float(landscape.run_s[row]) * 1e3
+        wall_ms = float(landscape.wall_s[row]) * 1e3
+        ok = status is Status.OK
+        entries[",".join(str(v) for v in values.values())] = {
+            **values,
+            "time": float(landscape.latency_s[row]) * 1e3 if ok else _T4_INVALIDITY[status][1],
+            "times": [s * 1e3 for s in landscape.samples[row]] if ok else [],
+            "GFLOP/s": float(landscape.scores[row]) if ok else 0.0,
+            "compile_time": max(0.0, wall_ms - run_ms), "verification_time": 0.0, "benchmark_time": run_ms,
+            "strategy_time": 0, "framework_time": 0, "timestamp": stamp,
+        }
+    return {
+        "device_name": meta.cpu_model, "kernel_name": f"{meta.workload_label} {meta.space}",
+        "problem_size": [len(landscape)], "tune_params_keys": list(parameters), "tune_params": parameters,
+        "objective": "time",
+        "tensorgym": {"env_id": meta.env_id, "workload_key": meta.workload_key, "cpu_folder": meta.cpu_folder,
+                      "fingerprint": meta.fingerprint, "measured": stamp, "tvm": meta.tvm_version,
+                      "problem_size": "the landscape's config count (Kernel Tuner asks for one; it is not a grid)"},
+        "cache": entries,
+    }
 
 
-def config_from_flat(parameters: dict[str, int]) -> Config:
-    """The inverse of :func:`flat_configuration`."""
-    lists: dict[str, dict[int, int]] = {}
-    values: dict[str, Any] = {}
-    for name, value in parameters.items():
-        knob, dot, level = name.rpartition(".")
-        if dot and level.isdigit():
-            lists.setdefault(knob, {})[int(level)] = value
-        else:
-            values[name] = value
-    for knob, levels in lists.items():
-        values[knob] = [levels[i] for i in range(len(levels))]
-    return Config(values)
+def write_kernel_tuner_cache(landscape: Landscape, path: str | os.PathLike) -> Path:
+    """Write ``landscape`` as a Kernel Tuner cache file (:func:`kernel_tuner_cache`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(kernel_tuner_cache(landscape), allow_nan=False))
+    os.replace(tmp, path)
+    return path
 
 
 # -- metadata ------------------------------------------------------------------------------------------------------

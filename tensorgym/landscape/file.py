@@ -255,6 +255,9 @@ class Landscape:
             with os.fdopen(fd, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
                                                           compresslevel=9) as out:
                 out.write(text)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # a shipped file is readable by all, as any file written plainly is
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

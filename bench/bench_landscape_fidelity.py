@@ -1,0 +1,71 @@
+"""Is a landscape as hard as the space a user tunes? Its difficulty profile beside its full-space sample's.
+
+For each landscape of this CPU that has a full-space sample (``tensorgym landscape sample``: 2,000
+configs drawn uniformly from the layer's whole tiles space, measured live on the same CPU): random
+search's expected best after 16, 64 and 256 draws as a share of the best known kernel, on the
+landscape (against its optimum) and in the whole space (against the best of the sample and the
+landscape), with the shares of configs within 5 % of that best. The criterion: the two profiles
+agree within 0.05 at each N (:mod:`tensorgym.baselines.fidelity`).
+
+Reads files only (nothing is measured)::
+
+    python bench/bench_landscape_fidelity.py --out bench/reports/landscapes/fidelity.txt
+    python bench/bench_landscape_fidelity.py --landscape R5=work/R5-stratified.json.gz   # a file not shipped
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tensorgym.baselines.fidelity import DRAWS, TOLERANCE, landscape_fidelity
+from tensorgym.landscape import Landscape, cpu_folder, shipped_landscapes
+from tensorgym.landscape.shipped import LANDSCAPES_DIR
+from tensorgym.target import resolve_target
+from tensorgym.text import format_table
+
+from report_header import emit, header
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cpu", default=None, help="the CPU folder (default: this CPU's)")
+    parser.add_argument("--landscape", action="append", default=[], metavar="LAYER=FILE",
+                        help="also rate this landscape file against LAYER's sample (repeatable)")
+    parser.add_argument("--out", default=None, help="also write the report here")
+    args = parser.parse_args(argv)
+    cpu = args.cpu or cpu_folder()
+    samples = LANDSCAPES_DIR / cpu / "samples"
+    candidates = [(f"shipped {s.layer}", s.path, samples / s.path.name)
+                  for s in shipped_landscapes() if s.cpu == cpu and s.space == "tiles"]
+    for item in args.landscape:
+        layer, _, path = item.partition("=")
+        candidates.append((f"{Path(path).name}", Path(path), samples / f"{layer}-tiles.json.gz"))
+    rows, notes = [], []
+    for name, path, sample_path in candidates:
+        if not sample_path.is_file():
+            notes.append(f"{name}: no full-space sample on {cpu} ({sample_path.name}); not rated")
+            continue
+        land, sample = Landscape.load(path), Landscape.load(sample_path)
+        f = landscape_fidelity(land, sample)
+        rows.append((name, land.workload_label, str(len(land)), " / ".join(f"{v:.2f}" for v in f.landscape),
+                     str(len(sample)), " / ".join(f"{v:.2f}" for v in f.sample), f"{f.gap:.2f}",
+                     "yes" if f.representative else "no", f"{100 * f.near_optimal_landscape:.1f} %",
+                     f"{100 * f.near_optimal_sample:.1f} %", f"{f.landscape_optimum:.1f}", f"{f.sample_best:.1f}"))
+    draws = "/".join(map(str, DRAWS))
+    lines = header("Landscape fidelity: random search's profile on each landscape and in the whole tiles space",
+                   resolve_target(None))
+    lines += ["", format_table(rows, ("landscape", "layer", "configs", f"landscape @{draws}", "sample",
+                                      f"whole space @{draws}", "gap", f"within {TOLERANCE}", "near-opt land.",
+                                      "near-opt space", "land. best", "sample best")), "",
+              f"@{draws}: random search's expected best of that many uniform draws, as a share of the landscape's "
+              f"optimum (landscape) or of the best known, the max of the sample's and the landscape's best (whole "
+              f"space). near-opt: configs within 5 % of that best. Bests in GFLOP/s, each as measured (not re-timed "
+              f"together).", *notes]
+    emit("\n".join(lines), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
