@@ -84,24 +84,19 @@ def env_landscape(workload: Workload, landscape: LandscapeArgument = None,
     if isinstance(landscape, Landscape):
         land = landscape
     elif landscape is None:
-        land = load_landscape(_shipped(workload, space, target=resolve_target(target)))
+        land = load_landscape(find_landscape(workload, space, target=resolve_target(target)))
     elif isinstance(landscape, (str, os.PathLike)):
         text = os.fspath(landscape)
         if isinstance(landscape, os.PathLike) or text.endswith(SUFFIX) or os.sep in text or Path(text).is_file():
             land = load_landscape(text)
         else:  # a CPU folder: that CPU's shipped landscape of the layer
-            land = load_landscape(_shipped(workload, space, cpu=text))
+            land = load_landscape(find_landscape(workload, space, cpu=text))
     else:
         raise InvalidTypeError(f"landscape must be a CPU folder name, a landscape file or a Landscape, got "
                                f"{type(landscape).__name__}")
     check_landscape(land, workload, space)
     warn_if_another_cpu(land.cpu_folder, resolve_target(target))
     return land
-
-
-def _shipped(workload: Workload, space: str = "tiles", **where: Any) -> Path:
-    """:func:`~tensorgym.landscape.find_landscape`'s file."""
-    return find_landscape(workload, space, **where)
 
 
 def check_landscape(land: Landscape, workload: Workload, space: str = "tiles") -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from tensorgym.catalog import make_agent, make_space
 from tensorgym.spaces.base import SpaceError
-from tensorgym.spaces.tiles.benchmark import benchmark_bounds, benchmark_space
+from tensorgym.spaces.tiles.benchmark import benchmark_bounds, benchmark_space, stratified, uniform_marginals
 from tensorgym.spaces.tiles.space import TilesSpace
 from tensorgym.target import constructed_cpu
 from tensorgym.tuner import Tuner
@@ -91,15 +91,39 @@ def test_every_search_agent_stays_inside_a_bounded_space(agent):
 
 
 @pytest.mark.parametrize("profile, lanes", [("znver4", 16), ("znver3", 8)])
-def test_benchmark_rules_favour_whole_vectors_and_fit_the_size(profile, lanes):
+def test_the_favoured_rule_favours_whole_vectors_and_fits_the_size(profile, lanes):
     target = constructed_cpu(profile)
-    space = benchmark_space(matmul(512, 3072, 768, name="M3"), target, max_configs=3000)
+    space = benchmark_space(matmul(512, 3072, 768, name="M3"), target, max_configs=3000, rule="favoured")
     assert 0 < len(space.configs()) <= 3000
     assert all(j % lanes == 0 for j in space.bounds["j.3"])  # the vectorised loop's innermost tile
     assert space.bounds["i.2"][0] == 1  # no S2 tile is the first choice: an S2 tile spills the accumulators
-    conv = benchmark_space(conv2d(1, 128, 28, 28, 128, 3, 3, 1, 1), target, max_configs=2500)
+    conv = benchmark_space(conv2d(1, 128, 28, 28, 128, 3, 3, 1, 1), target, max_configs=2500, rule="favoured")
     assert 0 < len(conv.configs()) <= 2500
-    assert benchmark_bounds(TilesSpace(conv.workload, target), 2500) == conv.bounds  # deterministic
+    assert benchmark_bounds(TilesSpace(conv.workload, target), 2500, rule="favoured") == conv.bounds  # deterministic
+
+
+def test_stratified_values_are_the_middles_of_equal_strata_of_uniform_draws():
+    drawn = [1] * 10 + [2] * 30 + [4] * 40 + [8] * 20
+    choices = [1, 2, 4, 8, 16]
+    assert stratified(drawn, choices, 2) == [2, 4]  # the middles of the lower and upper halves
+    assert stratified(drawn, choices, 3) == [2, 4, 8]
+    assert stratified(drawn, choices, 2, must=16) == [2, 16]  # the anchor's value replaces the nearest
+    assert stratified([4] * 90 + [16] * 10, choices, 2) == [4, 16]  # strata sharing a value: the most frequent others
+    assert stratified(drawn, choices, 9) == choices
+
+
+def test_the_stratified_rule_keeps_the_whole_spaces_typical_values_and_fits_the_size():
+    target = constructed_cpu("znver4")
+    workload = conv2d(1, 128, 28, 28, 128, 3, 3, 1, 1)
+    space = benchmark_space(workload, target, max_configs=2500)
+    assert 0 < len(space.configs()) <= 2500
+    assert benchmark_bounds(TilesSpace(workload, target), 2500) == space.bounds  # deterministic
+    drawn = uniform_marginals(TilesSpace(workload, target))
+    for coord in TilesSpace(workload, target).coordinates:  # every kept value is one a uniform draw often takes
+        kept = space.bounds[coord.label]
+        assert all(drawn[coord.label].count(v) > 0 for v in kept), (coord.label, kept)
+    with pytest.raises(SpaceError, match="rule"):
+        benchmark_space(workload, target, rule="best")
 
 
 def test_benchmark_space_refuses_a_size_it_cannot_meet():

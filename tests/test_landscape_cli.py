@@ -127,3 +127,22 @@ def test_sample_refuses_bad_counts_in_one_line(tmp_path, capsys):
     assert main(["landscape", "sample", LAYER, "--db", str(tmp_path / "s.db"), "--configs", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--configs" in err
+
+
+@pytest.mark.needs_isa("avx2", "fma")
+def test_a_cpu_without_landscapes_tunes_on_another_cpus_and_says_so_in_one_line():
+    import os
+    import subprocess
+    import sys
+
+    from tensorgym.landscape import shipped_landscapes
+
+    shipped = sorted({s.cpu for s in shipped_landscapes()})
+    env = {**os.environ, "TENSORGYM_CPU": "x86-64-v3"}  # a restricted CPU: never a folder with landscapes
+    done = subprocess.run([sys.executable, "-c", "import sys; from tensorgym.cli import main; sys.exit(main())",
+                           "tune", "Conv2d-ResNet-R5-v0", "--backend", "landscape", "--budget", "4", "-q"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and any(cpu in notes[0] for cpu in shipped) and "--landscape CPU" in notes[0]
+    assert "on the landscape of" in done.stdout

@@ -118,6 +118,8 @@ def add_parser(subparsers) -> None:
                                                      "(default: the --db file's name with '-anchor' added)")
     p.add_argument("--anchor-budget", type=int, default=512, help="with --db: measurements of that search (512)")
     p.add_argument("--rounds", type=int, default=1, help="with --db: the measuring rounds to combine (default 1)")
+    p.add_argument("--rule", default="stratified", choices=tiles_benchmark.RULES,
+                   help="with --db: the rule the tiles benchmark space was measured by (default stratified)")
     p.add_argument("--out", default=None, help="with --db: the landscape file (default: the package's landscapes "
                                                "folder)")
     p.add_argument("--t4", default=None, help="also write the T4 results document here")
@@ -170,6 +172,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                         "name with '-anchor' added)")
     p.add_argument("--anchor-budget", type=int, default=512,
                    help="measurements of that search (default 512; it runs first when the database lacks them)")
+    p.add_argument("--rule", default="stratified", choices=tiles_benchmark.RULES,
+                   help="which values each coordinate of the tiles benchmark space keeps (default stratified: in "
+                        "proportion to uniform draws from the whole space, so the landscape is as hard as the space; "
+                        "favoured: the values the CPU favours, the rule of landscapes measured before it)")
     p.add_argument("--rounds", type=int, default=1,
                    help="measuring rounds per config (default 1): round N>1 measures every config again, in its "
                         "own shuffled order, into the --db file's name with '-roundN' added, and export keeps each "
@@ -224,7 +230,8 @@ def _space(args: argparse.Namespace, measurer: Measurer | None = None):
     if args.space == "microkernel":
         return microkernel_benchmark.benchmark_space(workload, target, catalogue=catalogue, max_configs=max_configs,
                                                      anchor=best[0].config)
-    return tiles_benchmark.benchmark_space(workload, target, max_configs=max_configs, anchor=best[0].config)
+    return tiles_benchmark.benchmark_space(workload, target, max_configs=max_configs, anchor=best[0].config,
+                                           rule=args.rule)
 
 
 def anchor_path(args: argparse.Namespace) -> Path:
@@ -321,7 +328,7 @@ def _measured_landscape(args: argparse.Namespace) -> Landscape:
         database = stack.enter_context(Database(args.db, readonly=True))
         repeats = [stack.enter_context(Database(p, readonly=True)) for p in paths]
         landscape = export_landscape(database, space, env_id=args.env_id, allow_partial=args.partial,
-                                     repeats=repeats)
+                                     repeats=repeats, notes={"rule": args.rule} if args.space == "tiles" else None)
     out = args.out or LANDSCAPES_DIR / landscape.cpu_folder / landscape_filename(space.workload, space.name)
     path = landscape.save(out)
     print(f"{space.workload.label}: {len(landscape)} configs on {landscape.cpu_label} -> {path} "

@@ -100,7 +100,8 @@ def combine_rounds(rounds: Sequence[Record]) -> Record:
 
 def export_landscape(database: Database, space: Space, *, env_id: str | None = None, allow_partial: bool = False,
                      fma_peak_gflops: float | None = None, protocol: TimingProtocol | None = None,
-                     llvm_version: str | None = None, repeats: Sequence[Database] = ()) -> Landscape:
+                     llvm_version: str | None = None, repeats: Sequence[Database] = (),
+                     notes: dict[str, Any] | None = None) -> Landscape:
     """The landscape of ``space`` from the records ``database`` holds for it on ``space.target``.
 
     Args:
@@ -114,6 +115,7 @@ def export_landscape(database: Database, space: Space, *, env_id: str | None = N
         llvm_version: the LLVM TVM was built with (default: asked of TVM, imported for it).
         repeats: the databases of the later measuring rounds (round 2 first): each config's record is then
             :func:`combine_rounds` of its rounds, and a config is missing unless every round holds it.
+        notes: more for the metadata's notes (e.g. the rule the benchmark space was chosen by).
     """
     configs = space.configs()
 
@@ -138,7 +140,7 @@ def export_landscape(database: Database, space: Space, *, env_id: str | None = N
                                   f"{database.path} on {space.target.label}")
     meta = _landscape_metadata(space, records, env_id=env_id, configs_in_space=len(configs), protocol=protocol,
                                rounds=1 + len(repeats), fma_peak_gflops=fma_peak_gflops, llvm_version=llvm_version,
-                               notes={"configs_measured": len(records), "complete": not missing})
+                               notes={"configs_measured": len(records), "complete": not missing, **(notes or {})})
     return Landscape.from_records(records, meta, order=configs)
 
 
