@@ -146,3 +146,15 @@ def test_a_cpu_without_landscapes_tunes_on_another_cpus_and_says_so_in_one_line(
     notes = [line for line in done.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and any(cpu in notes[0] for cpu in shipped) and "--landscape CPU" in notes[0]
     assert "on the landscape of" in done.stdout
+
+
+def test_list_names_every_shipped_landscape_with_its_cpu_and_fidelity(capsys):
+    from tensorgym.landscape import shipped_landscapes
+
+    assert main(["landscape", "list"]) == 0
+    out = capsys.readouterr().out
+    for shipped in shipped_landscapes():
+        assert any(shipped.cpu in line and f" {shipped.layer} " in line and shipped.space in line
+                   for line in out.splitlines()), shipped
+    rows = [line for line in out.splitlines() if " R5 " in line and " tiles " in line]
+    assert rows and all(line.count(" / ") == 4 for line in rows)  # its profile and its full-space sample's
