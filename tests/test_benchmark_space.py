@@ -9,7 +9,8 @@ import pytest
 
 from tensorgym.catalog import make_agent, make_space
 from tensorgym.spaces.base import SpaceError
-from tensorgym.spaces.tiles.benchmark import benchmark_bounds, benchmark_space, stratified, uniform_marginals
+from tensorgym.spaces.tiles.benchmark import (benchmark_bounds, benchmark_space, coordinate_importance, stratified,
+                                             uniform_marginals)
 from tensorgym.spaces.tiles.space import TilesSpace
 from tensorgym.target import constructed_cpu
 from tensorgym.tuner import Tuner
@@ -142,3 +143,25 @@ def test_an_anchor_config_is_always_inside_its_benchmark_space():
         assert anchor in set(space.configs()) and len(space.configs()) <= 2000
     with pytest.raises(SpaceError):
         benchmark_space(workload, target, anchor=full.sample(rng).replace(unroll=3))
+
+
+def test_importance_goes_to_the_coordinates_the_best_kernels_agree_on_and_buys_them_values():
+    target = constructed_cpu("znver4")
+    workload = conv2d(1, 128, 28, 28, 128, 3, 3, 1, 1)
+    full = TilesSpace(workload, target)
+    configs = full.sample_many(np.random.default_rng(0), 400)
+    # Only the vectorised loop's innermost tile decides speed: the best kernels all take one value of it.
+    label = next(c.label for c in full.coordinates if c.knob == "x" and c.level == full.spatial_levels - 1)
+    favourite = configs[0]["x"][-1]
+    scores = [100.0 if c["x"][-1] == favourite else 10.0 * (i % 7) for i, c in enumerate(configs)]
+    importance = coordinate_importance(full, configs, scores)
+    assert importance[label] == max(importance.values()) and importance[label] > 0.5
+    others = [c.label for c in full.coordinates if c.knob != "x"]  # x's other levels depend on its innermost tile
+    assert all(importance[k] < 0.3 for k in others), {k: importance[k] for k in others}
+    weighted = benchmark_bounds(full, 2500, anchor=configs[0], importance=importance)
+    plain = benchmark_bounds(full, 2500, anchor=configs[0])
+    assert len(weighted[label]) > len(plain[label]) and favourite in weighted[label]
+    with pytest.raises(SpaceError, match="importance"):
+        benchmark_bounds(full, 2500, rule="favoured", importance=importance)
+    with pytest.raises(SpaceError, match="at least 20"):
+        coordinate_importance(full, configs[:5], scores[:5])

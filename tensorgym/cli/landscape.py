@@ -231,7 +231,27 @@ def _space(args: argparse.Namespace, measurer: Measurer | None = None):
         return microkernel_benchmark.benchmark_space(workload, target, catalogue=catalogue, max_configs=max_configs,
                                                      anchor=best[0].config)
     return tiles_benchmark.benchmark_space(workload, target, max_configs=max_configs, anchor=best[0].config,
-                                           rule=args.rule)
+                                           rule=args.rule, importance=_importance(args, full))
+
+
+def _importance(args: argparse.Namespace, full) -> dict[str, float] | None:
+    """Under the stratified rule, each coordinate's importance in the layer's full-space sample of this CPU
+    (``tensorgym landscape sample``), when one is there: the benchmark space then spends its choices where the
+    whole space's difficulty lies. None without a sample (every coordinate alike)."""
+    path = sample_path(full.workload, full.target)
+    if args.rule != "stratified" or not path.is_file():
+        return None
+    sample = Landscape.load(path)
+    return tiles_benchmark.coordinate_importance(full, list(sample.configs), list(sample.scores))
+
+
+def _space_notes(args: argparse.Namespace, space) -> dict | None:
+    """What the exported landscape's metadata says of how its benchmark space was chosen."""
+    if args.space != "tiles":
+        return None
+    path = sample_path(space.workload, space.target)
+    weighted = args.rule == "stratified" and path.is_file()
+    return {"rule": args.rule, **({"importance_from": f"samples/{path.name}"} if weighted else {})}
 
 
 def anchor_path(args: argparse.Namespace) -> Path:
@@ -328,7 +348,7 @@ def _measured_landscape(args: argparse.Namespace) -> Landscape:
         database = stack.enter_context(Database(args.db, readonly=True))
         repeats = [stack.enter_context(Database(p, readonly=True)) for p in paths]
         landscape = export_landscape(database, space, env_id=args.env_id, allow_partial=args.partial,
-                                     repeats=repeats, notes={"rule": args.rule} if args.space == "tiles" else None)
+                                     repeats=repeats, notes=_space_notes(args, space))
     out = args.out or LANDSCAPES_DIR / landscape.cpu_folder / landscape_filename(space.workload, space.name)
     path = landscape.save(out)
     print(f"{space.workload.label}: {len(landscape)} configs on {landscape.cpu_label} -> {path} "

@@ -20,6 +20,15 @@ whole space, with 1.7 % of the configs within 5 % of the optimum against none of
 that rule keeps the values good kernels use. Stratified values keep the whole space's spread of bad
 and good choices; the anchor keeps a kernel as good as a strong search finds.
 
+Where a full-space sample of the layer is measured on the CPU, the stratified rule also shares the
+values out by *importance* (:func:`coordinate_importance`): how much more the sample's best 5 % of
+kernels agree on a coordinate's value than the whole sample does. The most important coordinate
+starts with eight values, one of no importance with one (the anchor's), and the space is cut to size
+taking values first from the coordinates that hold the most for their importance. A space of two
+values per coordinate, tried first, left R5's vectorised tiles at two values while ten coordinates
+that hardly matter doubled the size: its near-optimal kernels were ten times as common as in the
+whole space (0.9 % against under 0.05 %).
+
 ``"favoured"`` (the shipped landscapes measured before the full-space samples) ranks each
 coordinate's choices by what the CPU favours and keeps the first few:
 
@@ -83,6 +92,7 @@ from .tiling import Coordinate
 
 DEFAULT_MAX_CONFIGS = 4096  # about half an hour to an hour of measuring on 2 cores at 0.4-0.9 s a trial
 RULES = ("stratified", "favoured")
+IMPORTANCE_CHOICES = 7  # the most important coordinate starts with 1 + this many values, one of no importance with 1
 # How many choices each kind of coordinate starts with, before the space is cut to size.
 START_CHOICES = {"inner": 4, "middle": 2, "outer": 4, "reduction": 4, "scalar": 2}
 # The order in which kinds of coordinate give up choices when two hold equally many.
@@ -91,14 +101,40 @@ UNROLL_PREFERENCE = (64, 16, 0, 512)
 
 
 def benchmark_space(workload: Workload, target: Target, *, max_configs: int = DEFAULT_MAX_CONFIGS,
-                    anchor: Config | None = None, rule: str = "stratified", **options) -> TilesSpace:
+                    anchor: Config | None = None, rule: str = "stratified",
+                    importance: Mapping[str, float] | None = None, **options) -> TilesSpace:
     """The benchmark sub-space of ``workload``'s tiles space on ``target``, around ``anchor`` if given, by
-    ``rule`` (see the module docs)."""
+    ``rule``, its choices shared out by ``importance`` if given (see the module docs)."""
     if options.get("bounds") is not None:
         raise SpaceError("benchmark_space chooses the bounds itself; build TilesSpace(..., bounds=...) for others")
     full = TilesSpace.for_target(target)(workload, target, **options)
-    return TilesSpace.for_target(target)(workload, target, bounds=benchmark_bounds(full, max_configs, anchor, rule),
-                                         **options)
+    bounds = benchmark_bounds(full, max_configs, anchor, rule, importance)
+    return TilesSpace.for_target(target)(workload, target, bounds=bounds, **options)
+
+
+def coordinate_importance(space: TilesSpace, configs: list[Config], scores: list[float],
+                          top: float = 0.05) -> dict[str, float]:
+    """How much each coordinate decides a good kernel, from a uniform sample of the whole ``space`` (``configs``
+    with their GFLOP/s): 1 minus the entropy of its values among the best ``top`` share of the sample over their
+    entropy in the whole sample (0: the best kernels take its values as often as any; 1: they all take one)."""
+    if len(configs) != len(scores) or len(configs) < 20:
+        raise SpaceError(f"coordinate_importance needs at least 20 configs with their scores, got {len(configs)}")
+    order = np.argsort(-np.asarray(scores, dtype=float))
+    best = [configs[i] for i in order[:max(5, int(top * len(configs)))]]
+
+    def entropy(values: list[int]) -> float:
+        _, counts = np.unique(values, return_counts=True)
+        p = counts / counts.sum()
+        return float(-(p * np.log(p)).sum())
+
+    def values(label_configs: list[Config], c: Coordinate) -> list[int]:
+        return [x[c.knob] if c.level < 0 else x[c.knob][c.level] for x in label_configs]
+
+    out = {}
+    for c in space.coordinates:
+        whole = entropy(values(configs, c))
+        out[c.label] = 0.0 if whole == 0 else float(np.clip(1 - entropy(values(best, c)) / whole, 0.0, 1.0))
+    return out
 
 
 def stratified(drawn: list[int], choices: list[int], count: int, must: int | None = None) -> list[int]:
@@ -188,9 +224,12 @@ def _divisors_of(space: TilesSpace, loop: str) -> tuple[int, ...]:
 
 
 def benchmark_bounds(space: TilesSpace, max_configs: int = DEFAULT_MAX_CONFIGS, anchor: Config | None = None,
-                     rule: str = "stratified") -> dict[str, tuple[int, ...]]:
+                     rule: str = "stratified", importance: Mapping[str, float] | None = None
+                     ) -> dict[str, tuple[int, ...]]:
     """The bounds of the benchmark sub-space of the (unbounded) ``space`` by ``rule``: at most ``max_configs``
-    configs, and every coordinate value of ``anchor`` (a config of ``space``) among them."""
+    configs, and every coordinate value of ``anchor`` (a config of ``space``) among them; with ``importance``
+    (:func:`coordinate_importance`, stratified rule only), each coordinate starts with choices in proportion to
+    it and gives them up in inverse proportion."""
     if space.bounds is not None:
         raise SpaceError("benchmark_bounds starts from the full tiles space, not a bounded one")
     if max_configs < 1:
@@ -201,6 +240,13 @@ def benchmark_bounds(space: TilesSpace, max_configs: int = DEFAULT_MAX_CONFIGS, 
     ranked = {c.label: ranked_choices(space, c) for c in coords}
     kinds = {c.label: coordinate_kind(space, c) for c in coords}
     keep = {label: min(START_CHOICES[kinds[label]], len(ranked[label])) for label in ranked}
+    weight = {label: 1.0 for label in ranked}
+    if importance is not None:
+        if rule != "stratified" or set(importance) != set(ranked):
+            raise SpaceError("importance is given per coordinate of the space, under the stratified rule")
+        top = max(importance.values()) or 1.0
+        weight = {label: 1.0 + IMPORTANCE_CHOICES * importance[label] / top for label in ranked}
+        keep = {label: min(len(ranked[label]), round(weight[label])) for label in ranked}
     anchored: dict[str, int] = {}
     if anchor is not None:  # the anchor's values go first, and are never dropped (see the module docs)
         space.check(anchor)
@@ -233,7 +279,7 @@ def benchmark_bounds(space: TilesSpace, max_configs: int = DEFAULT_MAX_CONFIGS, 
         droppable = [label for label in ranked if keep[label] > 1 and label not in fixed]
         if not droppable:
             break
-        label = max(droppable, key=lambda lb: (keep[lb], -DROP_ORDER.index(kinds[lb])))
+        label = max(droppable, key=lambda lb: (keep[lb] / weight[lb], -DROP_ORDER.index(kinds[lb])))
         keep[label] -= 1
         smaller = count()
         if smaller == 0:  # this choice was the only way to tile the loop: keep it, cut elsewhere
