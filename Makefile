@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
-.PHONY: install demo test test-avx2 test-slow bench clean
+.PHONY: install demo test test-avx2 test-slow bench docs clean
 install: $(STAMP)
 
 # The demo is one table: random search in the default tiles space (the learning agents' space) beside
@@ -37,6 +37,10 @@ test-avx2: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The documentation site (Sphinx, furo, MyST; the docs extra, which the test extra includes): docs/_build/html.
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W -b html docs docs/_build/html
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_measure.py

@@ -267,8 +267,9 @@ def compare(env_ids: "Sequence[str | Network] | str | Network", agents: str | Se
             inside its layers and its options (default: the network env's).
         backend: ``"tvm"`` (compile and time) or ``"landscape"``: every run answered from the layer's shipped
             landscape (:mod:`tensorgym.landscape`; nothing compiled, no database, no vendors), ``jobs`` runs at a
-            time in their own processes (default: one per core), scored against the true optimum.
-        landscape: the CPU folder of the landscapes to use when they are another CPU's (named explicitly).
+            time in their own processes (default: one per core; ``jobs=1`` runs them in this process, where
+            agents registered at run time are known), scored against the true optimum.
+        landscape: the CPU folder of the landscapes to use (default: this CPU's, else another CPU's, with a note).
 
     Returns the :class:`Leaderboard` (also written to ``out_dir``).
     """
@@ -818,26 +819,32 @@ def _compare_on_landscapes(tuned: "dict[str, Workload | Network]", names: list[s
         bar = tqdm(total=len(runs), initial=len(runs) - len(todo), desc="compare (landscape)", unit="run",
                    dynamic_ncols=True)
     try:
-        if todo:
+        def finished(env_id, seed, name, path, outcome) -> None:
+            with _noting_failure(board.errors, {"env": env_id, "agent": name, "seed": seed}):
+                wall, simulation = outcome()
+                spent["agent_and_loop_s"] += wall - simulation
+                spent["simulation_s"] += simulation
+                _add_result(board, env_id, name, TuningResult.from_json(json.loads(path.read_text())), path)
+            if bar is not None:
+                bar.update(1)
+
+        def job(env_id, seed, name, path):
+            return (_landscape_run, tuned[env_id].to_json(), str(paths[env_id]), name, options[name], seed, budget,
+                    time_budget, str(path), space)
+
+        if todo and jobs == 1:  # in this process: no __main__ guard needed, agents registered here are known
+            for item in todo:
+                finished(*item, functools.partial(*job(*item)))
+        elif todo:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
             # Spawned workers: a fresh interpreter each, whatever this process imported (TVM's threads do not fork).
             with ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
                                      mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = {pool.submit(_landscape_run, tuned[env_id].to_json(), str(paths[env_id]), name,
-                                       options[name], seed, budget, time_budget, str(path), space):
-                           (env_id, seed, name, path)
-                           for env_id, seed, name, path in todo}
+                futures = {pool.submit(*job(*item)): item for item in todo}
                 for future in as_completed(futures):
-                    env_id, seed, name, path = futures[future]
-                    with _noting_failure(board.errors, {"env": env_id, "agent": name, "seed": seed}):
-                        wall, simulation = future.result()
-                        spent["agent_and_loop_s"] += wall - simulation
-                        spent["simulation_s"] += simulation
-                        _add_result(board, env_id, name, TuningResult.from_json(json.loads(path.read_text())), path)
-                    if bar is not None:
-                        bar.update(1)
+                    finished(*futures[future], future.result)
     finally:
         if bar is not None:
             bar.close()

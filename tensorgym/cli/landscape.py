@@ -70,10 +70,7 @@ def add_parser(subparsers) -> None:
                                    "Every kernel is checked against NumPy and faults are recorded. Run the same "
                                    "command again to resume.")
     _add_common(p)
-    p.add_argument("--limit", type=int, default=None, help="measure at most this many configs now (a chunk)")
-    p.add_argument("--time-limit", type=finite_float, default=None,
-                   help="start no new batch after this many seconds (a chunk)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_chunks(p)
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser("sample", help="measure a uniform random sample of a layer's whole tiles space (resumable)",
@@ -86,15 +83,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--db", required=True, help="the SQLite database of the sample's measurements")
     p.add_argument("--configs", type=int, default=2000, help="configs in the sample (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="the draw (default 0)")
-    p.add_argument("--target", default="llvm", choices=("llvm", "native", *RUNNABLE_PROFILES),
-                   help="this CPU (default), or this CPU restricted to a profile such as x86-64-v3")
-    p.add_argument("--limit", type=int, default=None, help="measure at most this many configs now (a chunk)")
-    p.add_argument("--time-limit", type=finite_float, default=None,
-                   help="start no new batch after this many seconds (a chunk)")
+    _add_target(p)
     p.add_argument("--out", default=None,
                    help="where the complete sample is written (default: the samples folder beside this CPU's "
                         "landscapes in the package)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_chunks(p)
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("export", help="write a landscape as one compact file, as T4, or as a Kernel Tuner cache",
@@ -156,6 +149,19 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=cmd_check)
 
 
+def _add_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default="llvm", choices=("llvm", "native", *RUNNABLE_PROFILES),
+                   help="this CPU (default), or this CPU restricted to a profile such as x86-64-v3")
+
+
+def _add_chunks(p: argparse.ArgumentParser) -> None:
+    """The options of a measuring job run in chunks between other work."""
+    p.add_argument("--limit", type=int, default=None, help="measure at most this many configs now (a chunk)")
+    p.add_argument("--time-limit", type=finite_float, default=None,
+                   help="start no new batch after this many seconds (a chunk)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("env_id", help="a suite layer's id, e.g. Conv2d-ResNet-R5-v0")
     p.add_argument("--db", required=True, help="the SQLite database of the measurements")
@@ -164,8 +170,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-configs", type=int, default=None,
                    help=f"size of the benchmark sub-space (default {DEFAULT_MAX_CONFIGS['tiles']} in the tiles "
                         f"space, {DEFAULT_MAX_CONFIGS['microkernel']} in the microkernel space)")
-    p.add_argument("--target", default="llvm", choices=("llvm", "native", *RUNNABLE_PROFILES),
-                   help="this CPU (default), or this CPU restricted to a profile such as x86-64-v3")
+    _add_target(p)
     p.add_argument("--anchor-db", default=None,
                    help="database of the full-space search whose best config anchors the benchmark space (the GA "
                         "in the tiles space, random-structured in the microkernel space; default: the --db file's "
