@@ -32,11 +32,11 @@ def test_the_parameters_are_the_knobs_the_landscape_varies_and_name_each_config_
     assert index.row({name: -7 for name in parameters}) is None
 
 
-def test_shipped_landscapes_have_few_parameters_that_span_few_more_combinations_than_configs():
+def test_shipped_landscapes_have_few_parameters_that_span_not_many_more_combinations_than_configs():
     land = Landscape.load(find_landscape("Conv2d-ResNet-R5-v0"))
     parameters = free_parameters(land)
     combinations = math.prod(len(v) for v in parameters.values())
-    assert len(parameters) <= 16 and combinations <= 4 * len(land)
+    assert len(parameters) <= 16 and combinations <= 10 * len(land)  # all the levels would span hundreds of times
     assert not any(name.endswith(".0") for name in parameters)  # the implied outermost levels are gone
 
 

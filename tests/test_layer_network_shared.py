@@ -237,7 +237,7 @@ def test_one_board_writes_a_layer_and_a_network_through_one_path(tmp_path):
                                                    [Trial(i, 0.5 * i, None, "ok", 5.0 * i, 5.0 * i, True)
                                                     for i in (1, 2)], None, 10.0)]
     paths = write_tables(board, tmp_path / "layer")
-    assert [p.name for p in paths.values()] == ["compare.csv", "compare.json", "compare.md"]
+    assert [p.name for p in paths.values()] == ["compare.csv", "compare.json", "compare.md", "curves.json"]
     rows = list(csv.reader(paths["csv"].open()))
     assert rows[0] == ["env", "workload", "agent", "metric", "mean", "min", "max", "n", "values"]
     assert rows[1][:5] == ["e", "", "random", "@1", "5"]
@@ -249,7 +249,7 @@ def test_one_board_writes_a_layer_and_a_network_through_one_path(tmp_path):
     net.results[("Network-tiny-v0", "round-robin")] = [_network_result([_network_trial(i, 1e-3 / i) for i in (1, 2)],
                                                                        "round-robin")]
     paths = write_tables(net, tmp_path / "network")
-    assert [p.name for p in paths.values()] == ["compare.csv", "compare.json", "compare.md"]
+    assert [p.name for p in paths.values()] == ["compare.csv", "compare.json", "compare.md", "curves.json"]
     rows = list(csv.reader(paths["csv"].open()))
     assert rows[0] == ["env", "workload", "agent", "metric", "mean", "min", "max", "n", "values"]
     assert rows[1][:5] == ["Network-tiny-v0", "tiny", "round-robin", "@1", "1000"]  # 25 % of the budget
