@@ -28,8 +28,9 @@ measurer from a :class:`~tensorgym.context.TuningContext`: the one given
 
 **Backends** (:data:`BACKENDS`): ``"tvm"`` compiles and times new configs, ``"replay"`` answers from a
 database's records, ``"landscape"`` from a landscape file (:mod:`tensorgym.landscape`: an exhaustively
-measured benchmark space, shipped with tensorgym). Only the tile-hop env has landscapes
-(:mod:`.landscape_env`); the others refuse that backend (:class:`UnsupportedBackend`).
+measured benchmark space, shipped with tensorgym). The tile-hop env and the microkernel construction env have
+landscapes (:mod:`.landscape_env`, :mod:`.landscape_microkernel_env`); the others refuse that backend
+(:class:`UnsupportedBackend`).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class ParallelTimingError(InvalidArgumentError):
 
 
 class UnsupportedBackend(InvalidArgumentError):
-    """An env was asked for a backend it does not have (the landscape backend outside the tiles space)."""
+    """An env was asked for a backend it does not have (the landscape backend outside the tiles and microkernel
+    spaces)."""
 
 
 def refuse_landscape(space_name: str, backend: Any, given: Mapping[str, Any]) -> None:
