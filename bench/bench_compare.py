@@ -1,4 +1,4 @@
-"""Benchmark of issue 3: the ``compare`` table for R5, M3 and a YOLO layer, budget 128, 3 seeds.
+"""The ``compare`` table for R5, M3 and a YOLO layer, budget 128, 3 seeds.
 
 Runs every agent (random, ga, dgd, optuna, metaschedule) on every env with
 the same measurement budget, one run at a time on this machine, into one

@@ -1,4 +1,4 @@
-"""Does the cost model find the good configs? Cost models scored on this CPU's shipped landscapes (issue 23, target 3).
+"""Does the cost model find the good configs? Cost models scored on this CPU's shipped landscapes.
 
 A landscape holds every config of a bounded sub-space of a layer's ``tiles`` space, measured, so the
 true top 10 % is known. For each shipped layer of the CPU folder (``--cpu``, default this machine's):
@@ -275,7 +275,7 @@ def report(results: list[dict], args: argparse.Namespace, target, cpu: str, seco
     runs = {r["layer"]: r["runs"] for r in results if r.get("runs") is not None}
     rows = [row for r in by_layer.values() for row in r["rows"]]
     default, opt_in = _name(agents_default()), _name(OPT_IN)
-    lines = header("Cost models on the shipped landscapes: recall of the true top 10 % (issue 23, target 3)", target)
+    lines = header("Cost models on the shipped landscapes: recall of the true top 10 %", target)
     named = ", ".join(f"{layer} {by_layer[layer]['label']}" for layer in layers)
     lines += [f"landscapes: tensorgym/data/landscapes/{cpu}/ ({named})",
               f"models trained on n random configs (the same for every model), scored on every other config of "
@@ -531,7 +531,7 @@ def search_report(default_dir: str, opt_in_dir: str, target) -> str:
     optima = {e: f["optimum_gflops"] for e, f in opt_board["landscapes"].items()}
     envs = [e for e in opt_board["settings"]["env_ids"] if e in optima]
     lines = header("Does the better cost model make the search better? GA and DGD with ansor-shallow/all against "
-                   "their default log-shallow/both, on the landscapes (issue 23, target 3)", target)
+                   "their default log-shallow/both, on the landscapes", target)
     lines += [f"default runs: {default_dir}; opt-in runs: {opt_in_dir} (model=ansor-shallow, features=all)",
               "best GFLOP/s measured after N trials, mean [95 % interval] over the seeds; %opt: the final best as a "
               "share of the landscape's true optimum (the median of each config's samples: a run's measured best can "

@@ -1,4 +1,4 @@
-"""Benchmark of issue 16: tensorgym on an NVIDIA GPU, beside cuBLAS and cuDNN.
+"""Tensorgym on an NVIDIA GPU, beside cuBLAS and cuDNN.
 
 On the machine with the GPU (``target="cuda"``), in parts that can run in separate calls:
 

@@ -1,4 +1,4 @@
-"""Benchmark of runs beyond one process (issue 13): TVM RPC vs local, a Ray compare vs local, the record writer.
+"""Benchmark of runs beyond one process: TVM RPC vs local, a Ray compare vs local, the record writer.
 
 Prints:
 1. **RPC overhead**: wall seconds per freshly measured trial of the same configs,

@@ -1,4 +1,4 @@
-"""Benchmark of issue 14: kernels at the machine's limit against the vendor's best, and what a trial costs.
+"""Kernels at the machine's limit against the vendor's best, and what a trial costs.
 
 Part 1, kernels. For each layer (default: ResNet-50 R1, R5, R8, R11; YOLO-9000
 Y9, Y10; BERT M1, M3) every *combination* (agent x space x layout x packing,

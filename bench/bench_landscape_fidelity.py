@@ -10,7 +10,7 @@ agree within 0.05 at each N (:mod:`tensorgym.baselines.fidelity`).
 Reads files only (nothing is measured)::
 
     python bench/bench_landscape_fidelity.py --out bench/reports/landscapes/fidelity.txt
-    python bench/bench_landscape_fidelity.py --landscape R5=work/R5-stratified.json.gz   # a file not shipped
+    python bench/bench_landscape_fidelity.py --landscape work/R5-stratified.json.gz   # a file not shipped
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tensorgym.baselines.fidelity import DRAWS, TOLERANCE, landscape_fidelity
 from tensorgym.landscape import Landscape, cpu_folder, shipped_landscapes
-from tensorgym.landscape.shipped import LANDSCAPES_DIR
+from tensorgym.landscape.shipped import sample_path
 from tensorgym.target import resolve_target
 from tensorgym.text import format_table
 
@@ -31,23 +31,22 @@ from report_header import emit, header
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cpu", default=None, help="the CPU folder (default: this CPU's)")
-    parser.add_argument("--landscape", action="append", default=[], metavar="LAYER=FILE",
-                        help="also rate this landscape file against LAYER's sample (repeatable)")
+    parser.add_argument("--landscape", action="append", default=[], metavar="FILE",
+                        help="also rate this landscape file against its layer's sample (repeatable)")
     parser.add_argument("--out", default=None, help="also write the report here")
     args = parser.parse_args(argv)
     cpu = args.cpu or cpu_folder()
-    samples = LANDSCAPES_DIR / cpu / "samples"
-    candidates = [(f"shipped {s.layer}", s.path, samples / s.path.name)
+    candidates = [(f"shipped {s.layer}", s.path, s.sample)
                   for s in shipped_landscapes() if s.cpu == cpu and s.space == "tiles"]
-    for item in args.landscape:
-        layer, _, path = item.partition("=")
-        candidates.append((f"{Path(path).name}", Path(path), samples / f"{layer}-tiles.json.gz"))
+    for path in args.landscape:
+        land = Landscape.load(path)
+        candidates.append((Path(path).name, Path(path), sample_path(land.workload, cpu=land.cpu_folder)))
     rows, notes = [], []
-    for name, path, sample_path in candidates:
-        if not sample_path.is_file():
-            notes.append(f"{name}: no full-space sample on {cpu} ({sample_path.name}); not rated")
+    for name, path, sample_file in candidates:
+        if not sample_file.is_file():
+            notes.append(f"{name}: no full-space sample on {cpu} ({sample_file.name}); not rated")
             continue
-        land, sample = Landscape.load(path), Landscape.load(sample_path)
+        land, sample = Landscape.load(path), Landscape.load(sample_file)
         f = landscape_fidelity(land, sample)
         rows.append((name, land.workload_label, str(len(land)), " / ".join(f"{v:.2f}" for v in f.landscape),
                      str(len(sample)), " / ".join(f"{v:.2f}" for v in f.sample), f"{f.gap:.2f}",

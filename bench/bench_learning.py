@@ -13,7 +13,7 @@ report per CPU, ``bench/reports/learning/<cpu>.txt`` (and ``.json``), with the c
    variability (its Eq. 1).
 3. The learning report over both (:mod:`tensorgym.baselines.learning`): GA and DGD against random at 128
    and 512 trials and against their random-model ablations (ratio of means with a bootstrap interval,
-   Welch's p, whether the 95 % intervals separate); the targets of issue 23 (targets 1 and 2).
+   Welch's p, whether the 95 % intervals separate); the learning targets.
 4. **the other targets** of the issue, each from its own benchmark's JSON report when it exists: the cost
    model's recall of the true top 10 % (``bench_cost_model_landscape.py``), the one-shot predictor and the
    RL policies on held-out layers (``bench_learning_heldout.py``), and the Minari export. Pass

@@ -1,4 +1,4 @@
-"""Learning agents, leave-one-layer-out on the shipped landscapes (issue 23, targets 4 and 5).
+"""Learning agents, leave-one-layer-out on the shipped landscapes.
 
 For each shipped landscape of this CPU as the held-out layer (``--layers``), the learning agents
 train on the *other* landscapes only (:func:`tensorgym.agents.heldout.leave_one_layer_out`), then
@@ -447,7 +447,7 @@ def phase_report(args: argparse.Namespace, results: list[dict], folder: str) -> 
     rows, wins, separated = rl_rows(results, names)
     n_layers = len(rows)
     target = resolve_target(None)
-    lines = [*header("Learning agents, leave-one-layer-out on the landscapes (issue 23, targets 4 and 5)", target),
+    lines = [*header("Learning agents, leave-one-layer-out on the landscapes", target),
              f"landscapes: {folder} ({', '.join(r['layer'] for r in results)}); {args.seeds} seeds per agent "
              f"and layer; every run answered from the held-out layer's landscape (nothing compiled or timed)",
              *[f"held out {r['layer']}: trained on {', '.join(r['trained_on'])}" for r in results], "",

@@ -1,4 +1,4 @@
-"""Benchmark of issue 10: the mapping space (int8, bf16 on AMX, VNNI, BF16, AVX2 intrinsics) vs MetaSchedule, PyTorch.
+"""The mapping space (int8, bf16 on AMX, VNNI, BF16, AVX2 intrinsics) vs MetaSchedule, PyTorch.
 
 For each layer (default: ResNet-18 C2, C7 and C10, and BERT M3) and each dtype
 (default: int8 and bf16), in one run and one database:

@@ -1,4 +1,4 @@
-"""Benchmark of the core (issue 2): step costs of the tile-hop env, and the random agent on R5.
+"""Benchmark of the core: step costs of the tile-hop env, and the random agent on R5.
 
 Prints:
 1. median wall seconds per freshly measured env step (build + check + time) on
@@ -10,7 +10,7 @@ Prints:
 
 Run it on an otherwise idle machine: ``python bench/bench_measure.py``.
 
-``--before-after`` measures instead what the cheaper trials (issue 24, item 3) save and whether
+``--before-after`` measures instead what the cheaper trials save and whether
 they time anything differently: the same seeded random configs of each layer (``--configs``, in the
 random agent's batches of 16) are measured by two measurers in the same run, one with the savings
 off (before: ``Measurer(savings=False)``) and one with them on (after: the early stop of far slower
@@ -198,7 +198,7 @@ def main() -> None:
     if args.before_after:
         envs = args.envs if args.envs != parser.get_default("envs") else "Conv2d-ResNet-R5-v0,Matmul-BERT-M3-v0"
         target = resolve_target(None)
-        lines = header("Cheaper trials before and after (issue 24, item 3): the same configs measured both ways",
+        lines = header("Cheaper trials before and after: the same configs measured both ways",
                        target)
         with (tempfile.TemporaryDirectory() as tmp, Measurer(savings=False) as off, Measurer() as on,
               Measurer(savings=False) as again):

@@ -13,9 +13,8 @@ same runs twice:
   the runs are written as the package writes Kernel Tuner's runs (``runner.write_results``, each
   evaluation a T4 result whose ``times`` add up to the tuner's clock), and then scored by the
   package's own entry point ``report_experiments.get_strategy_scores`` on an experiments file with
-  its default settings (cutoff 0.95, start 0.01, resolution 1000, confidence 0.95): the "Route B"
-  of ``/work/shared/notes/landscapes_formats.md`` section 2.4, which finds the runs "in the cache" and
-  runs no tuner. The package's classes (``RandomSearchCalculatedBaseline``,
+  its default settings (cutoff 0.95, start 0.01, resolution 1000, confidence 0.95): the route
+  that finds the runs "in the cache" and runs no tuner. The package's classes (``RandomSearchCalculatedBaseline``,
   ``StochasticOptimizationAlgorithm``) are then called directly on the same data for its score over
   function evaluations (which ``get_strategy_scores`` does not report) and for a step-by-step
   decomposition of the difference: each step swaps one ingredient of the package's score for

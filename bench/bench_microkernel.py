@@ -1,4 +1,4 @@
-"""Benchmark of issue 4: random-structured in the microkernel space vs tiles agents, MetaSchedule and oneDNN.
+"""Random-structured in the microkernel space vs tiles agents, MetaSchedule and oneDNN.
 
 For each layer (default: ResNet-50 R1, R5, R8 and YOLO-9000 Y9, the 17x17
 layer that needs λ-combinations), in one run:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The portability benchmark (issue 20): on this CPU as it is and restricted to AVX2 (x86-64-v3), the best
+# The portability benchmark: on this CPU as it is and restricted to AVX2 (x86-64-v3), the best
 # of 64 measurements for R5, Y9 and M3 in the tiles, microkernel and mapping spaces (fp32) against the
 # vendors re-timed in the same run, with the % of the FMA peak (bench/bench_kernels.py); then int8 M3 and
 # R5 in the mapping space against PyTorch's int8 kernels on the same (restricted) CPU (bench/bench_mapping.py).

@@ -1,4 +1,4 @@
-"""Cheaper trials (issue 24, item 3): a kernel far slower than the incumbent after its checked call is stopped
+"""Cheaper trials: a kernel far slower than the incumbent after its checked call is stopped
 there, as a ``short`` record whose latency is the one call it made; everything else is measured as before.
 
 The protocol and the device side are tested with scripted durations and contention shares, the measurer with a

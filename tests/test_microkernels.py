@@ -43,7 +43,7 @@ def test_catalogue_respects_register_limits(mode):
 
 
 def test_paper_enumeration_count_matches_the_notes():
-    """seed 003's constraints enumerate 2043 microkernels (shared/notes B.2), before the spill rule."""
+    """seed 003's constraints enumerate 2043 microkernels (as the paper's rules count them), before the spill rule."""
     rules = EnumerationRules(registers=10_000, rs_sizes=(1, 3, 5, 7), c_sizes=tuple(range(1, 17)))
     assert len(enumerate_microkernels(rules)) == 2043
     spill_free = EnumerationRules(rs_sizes=(1, 3, 5, 7), c_sizes=tuple(range(1, 17)))

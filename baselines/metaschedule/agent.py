@@ -12,8 +12,8 @@ in the tensorgym database like every other agent's.
 **Isolation.** MetaSchedule runs in its own worker process (a
 :class:`~tensorgym.measure.worker.Worker`), never in the process that holds
 the environment: it trains XGBoost and starts popen pools, and a kernel
-timed in the process that trains XGBoost was once 25 % slow
-(shared/notes/tvm_probe.md, B7). That process, and the popen workers it
+timed in the process that trains XGBoost was once measured 25 % slow.
+That process, and the popen workers it
 starts, get ``TVM_NUM_THREADS`` = the core count, so MetaSchedule times its
 kernels on every core like tensorgym and the vendor libraries do; the
 target carries ``num-cores``. MetaSchedule's logs go to files in its work

@@ -239,12 +239,18 @@ def _space(args: argparse.Namespace, measurer: Measurer | None = None):
                                            rule=args.rule, importance=_importance(args, full))
 
 
+def _importance_sample(args: argparse.Namespace, workload, target) -> Path | None:
+    """The layer's full-space sample of this CPU (``tensorgym landscape sample``) whose coordinate importance the
+    stratified rule shares its values out by, when one is there (None: every coordinate alike)."""
+    path = sample_path(workload, target)
+    return path if args.rule == "stratified" and path.is_file() else None
+
+
 def _importance(args: argparse.Namespace, full) -> dict[str, float] | None:
-    """Under the stratified rule, each coordinate's importance in the layer's full-space sample of this CPU
-    (``tensorgym landscape sample``), when one is there: the benchmark space then spends its choices where the
-    whole space's difficulty lies. None without a sample (every coordinate alike)."""
-    path = sample_path(full.workload, full.target)
-    if args.rule != "stratified" or not path.is_file():
+    """Each coordinate's importance in :func:`_importance_sample`: the benchmark space then spends its choices
+    where the whole space's difficulty lies."""
+    path = _importance_sample(args, full.workload, full.target)
+    if path is None:
         return None
     sample = Landscape.load(path)
     return tiles_benchmark.coordinate_importance(full, list(sample.configs), list(sample.scores))
@@ -254,9 +260,8 @@ def _space_notes(args: argparse.Namespace, space) -> dict | None:
     """What the exported landscape's metadata says of how its benchmark space was chosen."""
     if args.space != "tiles":
         return None
-    path = sample_path(space.workload, space.target)
-    weighted = args.rule == "stratified" and path.is_file()
-    return {"rule": args.rule, **({"importance_from": f"samples/{path.name}"} if weighted else {})}
+    path = _importance_sample(args, space.workload, space.target)
+    return {"rule": args.rule, **({"importance_from": f"samples/{path.name}"} if path else {})}
 
 
 def anchor_path(args: argparse.Namespace) -> Path:
@@ -375,10 +380,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for shipped in shipped_landscapes():
         land = Landscape.load(shipped.path)
         profile = random_search_profile(land.scores, float(land.scores.max()))
-        sample_file = shipped.path.parent / "samples" / shipped.path.name  # as sample_path() places it
         whole, gap = "", ""
-        if sample_file.is_file():
-            fidelity = landscape_fidelity(land, Landscape.load(sample_file))
+        if shipped.sample.is_file():
+            fidelity = landscape_fidelity(land, Landscape.load(shipped.sample))
             whole = " / ".join(f"{v:.2f}" for v in fidelity.sample)
             gap = f"{fidelity.gap:.2f}" + (" ok" if fidelity.representative else "")
         rows.append((shipped.cpu + (" (this CPU)" if shipped.cpu == here else ""), shipped.layer, shipped.space,

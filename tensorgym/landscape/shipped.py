@@ -40,6 +40,7 @@ from ..workloads import Workload
 LANDSCAPES_DIR = Path(__file__).resolve().parent.parent / "data" / "landscapes"
 LANDSCAPE_SPACES = ("tiles", "microkernel")  # the spaces benchmark spaces and landscapes are defined for
 SUFFIX = ".json.gz"
+SAMPLES = "samples"  # the folder of a CPU's full-space samples, beside its landscapes
 
 # AMD family -> ((first model, last model, micro-architecture), ...): what a bare "AMD EPYC" is.
 _AMD_MICROARCHITECTURES: dict[int, tuple[tuple[int, int, str], ...]] = {
@@ -78,6 +79,11 @@ class ShippedLandscape:
     @property
     def name(self) -> str:
         return f"{self.cpu}/{self.layer}-{self.space}"
+
+    @property
+    def sample(self) -> Path:
+        """Where the full-space sample of its layer on its CPU lives (see :func:`sample_path`)."""
+        return self.path.parent / SAMPLES / self.path.name
 
 
 def cpu_folder(target: Target | None = None) -> str:
@@ -130,12 +136,12 @@ def landscape_filename(workload: Workload, space: str = "tiles") -> str:
     return f"{layer_name(workload)}-{space}{SUFFIX}"
 
 
-def sample_path(workload: Workload, target: Target | None = None, space: str = "tiles",
+def sample_path(workload: Workload, target: Target | None = None, space: str = "tiles", *, cpu: str | None = None,
                 root: str | Path | None = None) -> Path:
-    """Where the full-space sample of a layer on ``target``'s CPU lives: ``<cpu folder>/samples/`` beside its
-    landscapes (see :func:`tensorgym.landscape.measuring.sample_order`)."""
+    """Where the full-space sample of a layer lives on the CPU folder ``cpu`` (default ``target``'s CPU's):
+    ``<cpu folder>/samples/`` beside its landscapes (see :func:`tensorgym.landscape.measuring.sample_order`)."""
     base = Path(root) if root is not None else LANDSCAPES_DIR
-    return base / cpu_folder(target) / "samples" / landscape_filename(workload, space)
+    return base / (cpu or cpu_folder(target)) / SAMPLES / landscape_filename(workload, space)
 
 
 def shipped_landscapes(root: str | Path | None = None) -> list[ShippedLandscape]:

@@ -33,7 +33,7 @@ kernel whose checked call alone took ten times the incumbent right there
 (see "Early stop" in :mod:`.protocol`); the incumbent improves as faster
 kernels of the batch are timed. That early stop, and timing one-call samples
 without ``time_evaluator``'s extra call (:func:`.tasks.main_sampler`), are the
-``savings`` of issue 24: on by default, off to measure as before.
+``savings``: on by default, off to measure as before.
 
 The measurer sees a space only through its
 :class:`~tensorgym.spaces.builder.KernelBuilder` (:meth:`Space.builder()

@@ -39,7 +39,7 @@ START_TIMEOUT_S = 120.0  # what a starting child (importing TVM on a loaded mach
 
 # Runs in the child before anything else. Blocking `import torch` matters:
 # tvm_ffi imports torch when it is installed, which costs ~2 s and ~200 MB per
-# worker (shared/notes/tvm_probe.md, B5); workers never need it.
+# worker (measured with TVM 0.27 and PyTorch 2.13); workers never need it.
 _BOOTSTRAP = """
 import json, os, sys
 sys.path[:] = json.loads(os.environ["TENSORGYM_WORKER_SYS_PATH"])
