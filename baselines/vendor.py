@@ -100,20 +100,27 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tensorgym.config import Config
 from tensorgym.errors import TensorgymError
 from tensorgym.measure.contention import is_busy
-from tensorgym.measure.protocol import TimingProtocol
+from tensorgym.measure.protocol import TimingProtocol, callable_sampler, robust_spread
 from tensorgym.measure.runner import GPU_TIMING
 from tensorgym.measure.worker import Worker
 from tensorgym.record import summarize_samples
 from tensorgym.target import Target, local_cpu
 from tensorgym.networks import Network
+from tensorgym.spaces.builder import KernelBuilder
 from tensorgym.workloads import Conv2d, Matmul, Workload
 
 log = logging.getLogger(__name__)
 
 BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what ``native_blas=True`` clears
 PER_CALL, PRE_PACKED = "per call", "pre-packed"
+# Two thread pools in one process, called in turn: each pool's threads spin for a while after their work (to
+# start the next call sooner), on the cores the other pool's call then needs. Measured on a 2-vCPU Zen 4, the
+# vendor ran 6.9x slower between kernel calls than alone. Neither pool spins in time_against_vendor's process,
+# and both of its ratios are taken under that setting.
+PAIRED_THREAD_POOLS = {"TVM_THREAD_POOL_SPIN_COUNT": "0", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 class VendorUnavailable(TensorgymError, RuntimeError):
@@ -339,6 +346,83 @@ def blas_kernel() -> str:
             return f"{info.get('internal_api', 'BLAS')} {info.get('version', '')} {arch}, " \
                    f"{info.get('num_threads')} threads"
     return "BLAS (threadpoolctl found none)"
+
+
+def time_against_vendor(builder: KernelBuilder, config: Config, library_path: str, library: str | None = None,
+                        layout: str | None = None, *, pairs: int = 30, protocol: TimingProtocol | None = None,
+                        native_blas: bool = False, timeout: float = 600.0) -> dict[str, Any]:
+    """A built kernel's latency over a vendor's, both timed in one fresh process, two ways.
+
+    * **separate**: the kernel timed with the protocol, then the vendor (as a comparison that times them
+      apart does): their ratio carries whatever the machine did between the two timings;
+    * **paired** (:mod:`tensorgym.measure.paired`): ``pairs`` samples of the kernel, each between two of the
+      vendor's, each kept as its ratio to them: two timings a few milliseconds apart share the machine's state.
+
+    ``library_path`` is the kernel's library (a :class:`~tensorgym.measure.Measurer` builder's artifact);
+    ``library``/``layout`` pick the vendor (default: the workload's primary one, as :func:`time_vendor`).
+    Returns the vendor's name and kernel family, both ratios (the paired one with its samples' spread), the
+    vendor's drift over the paired samples and the hypervisor's steal meanwhile.
+    """
+    workload = builder.workload
+    choices = vendor_choices(workload)
+    if not choices:
+        raise VendorUnavailable(f"no vendor reference for {workload.op}")
+    library = library or choices[0][0]
+    layout = layout or next((lay for lib, lay in choices if lib == library), "")
+    if (library, layout) not in choices:
+        raise ValueError(f"no {library} {layout} reference for {workload.op}; choices: {choices}")
+    threads = local_cpu().num_cores
+    restriction = local_cpu().vendor_environment()
+    with tempfile.TemporaryDirectory(prefix="tensorgym-vendor-") as logs:
+        worker = Worker("vendor", logs, env={"OMP_NUM_THREADS": str(threads), "TVM_NUM_THREADS": str(threads),
+                                             **PAIRED_THREAD_POOLS, **restriction},
+                        block_torch=False, preload=(), unset=BLAS_OVERRIDES if native_blas else ())
+        try:
+            outcome = worker.call("tensorgym.baselines.vendor:_against_vendor_here", builder, config, library_path,
+                                  library, layout, protocol or TimingProtocol(), threads, pairs, timeout=timeout)
+        finally:
+            worker.close()
+    if not outcome.ok:
+        raise RuntimeError(f"timing {config.key} against {library} on {workload.label} failed ({outcome.kind}): "
+                           f"{outcome.error[-500:]}")
+    return outcome.value
+
+
+def _against_vendor_here(builder: KernelBuilder, config: Config, path: str, library: str, layout: str,
+                         protocol: TimingProtocol, threads: int, pairs: int) -> dict[str, Any]:
+    """Runs in the vendor worker (see :func:`time_against_vendor`)."""
+    import numpy as np
+    import torch
+    import tvm
+
+    from tensorgym.measure.paired import PairedSampler
+    from tensorgym.measure.tasks import main_sampler, reference_data
+
+    workload = builder.workload
+    builder.prepare_runtime()
+    inputs, _ = reference_data(workload)
+    module = tvm.runtime.load_module(path)
+    args = [tvm.runtime.tensor(a, tvm.cpu(0)) for a in builder.kernel_arguments(config, inputs)]
+    kernel = main_sampler(module, tvm.cpu(0), args)
+    torch.set_num_threads(threads)
+    with torch.no_grad():
+        call, name = _torch_call(torch, workload, library, layout, workload.random_inputs(seed=0))
+        with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+            family = onednn_kernel(_capture_stdout(call))
+
+        vendor = callable_sampler(call)
+        vendor_s, _ = summarize_samples(protocol.time_callable(call).samples)
+        kernel_timing = protocol.run(protocol.first_call(lambda: module["main"](*args)), kernel)
+        kernel_s, _ = summarize_samples(kernel_timing.samples)
+        paired = PairedSampler(kernel, vendor, reference_s=vendor_s,
+                               reference_number=PairedSampler.reference_calls(vendor_s, protocol.min_repeat_ms))
+        ratios = np.array(paired(kernel_timing.number, pairs)) / vendor_s
+    state = paired.state()
+    return {"vendor": f"{name} [{family}]", "layout": layout, "kernel_s": kernel_s, "vendor_s": vendor_s,
+            "thread_pools": ", ".join(f"{k}={v}" for k, v in PAIRED_THREAD_POOLS.items()),
+            "separate_ratio": kernel_s / vendor_s, "paired_ratio": float(np.median(ratios)),
+            "paired_spread": float(robust_spread(list(ratios))), "paired_ratios": [float(r) for r in ratios],
+            "vendor_drift": state.get("reference_drift"), "steal": state.get("steal")}
 
 
 def _time_here(workload: Workload, library: str, layout: str, protocol: TimingProtocol, threads: int) -> dict:

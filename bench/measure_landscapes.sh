@@ -4,6 +4,7 @@
 #   bash bench/measure_landscapes.sh [DB] [ENV_ID ...]
 #   SPACE=microkernel bash bench/measure_landscapes.sh work/landscapes-mk.db Conv2d-ResNet-R5-v0
 #   MODE=sample bash bench/measure_landscapes.sh work/samples.db       # 2,000 configs of each whole tiles space
+#   OPTIONS="--importance-choices 15" bash bench/measure_landscapes.sh work/c7.db Conv2d-ResNet18-C7-v0
 #
 # Each layer's benchmark space is anchored at the best config of a search of the full space (512
 # measurements: the GA in the tiles space, random-structured in the microkernel space), which the first
@@ -23,7 +24,8 @@ LOCK=${TENSORGYM_CPU_LOCK:-/tmp/tensorgym-cpu.lock}
 for id in "${LAYERS[@]}"; do
   while true; do
     case $MODE in
-      measure) job=(measure "$id" --db "$DB" --space "$SPACE" ${ANCHOR_DB:+--anchor-db "$ANCHOR_DB"}) ;;
+      # shellcheck disable=SC2206 # OPTIONS: more options of `landscape measure`, split on spaces
+      measure) job=(measure "$id" --db "$DB" --space "$SPACE" ${ANCHOR_DB:+--anchor-db "$ANCHOR_DB"} ${OPTIONS:-}) ;;
       sample) job=(sample "$id" --db "$DB" --configs "${CONFIGS:-2000}") ;;
       *) echo "MODE must be measure or sample, not $MODE" >&2; exit 2 ;;
     esac

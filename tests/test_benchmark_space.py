@@ -161,6 +161,11 @@ def test_importance_goes_to_the_coordinates_the_best_kernels_agree_on_and_buys_t
     weighted = benchmark_bounds(full, 2500, anchor=configs[0], importance=importance)
     plain = benchmark_bounds(full, 2500, anchor=configs[0])
     assert len(weighted[label]) > len(plain[label]) and favourite in weighted[label]
+    # More importance choices: the important coordinate keeps at least as many values (a harder space).
+    wider = benchmark_bounds(full, 2500, anchor=configs[0], importance=importance, importance_choices=15)
+    assert len(wider[label]) >= len(weighted[label]) and configs[0]["x"][-1] in wider[label]
+    with pytest.raises(SpaceError, match="importance_choices"):
+        benchmark_bounds(full, 2500, anchor=configs[0], importance=importance, importance_choices=0)
     with pytest.raises(SpaceError, match="importance"):
         benchmark_bounds(full, 2500, rule="favoured", importance=importance)
     with pytest.raises(SpaceError, match="at least 20"):

@@ -59,6 +59,23 @@ def test_check_remeasures_live_and_reports_the_rank_agreement(measured, capsys):
     assert "re-measured live on the landscape's own CPU" in text and "Spearman" in text
 
 
+def test_paired_measuring_keeps_each_records_ratio_to_the_anchor_and_check_pairs_too(measured, capsys):
+    tmp, _, common = measured
+    paired_db = tmp / "paired.db"
+    args = [*common, "--db", str(paired_db), "--anchor-db", str(tmp / "land-anchor.db")]  # the same anchor
+    assert main(["landscape", "measure", *args, "--paired"]) == 0
+    assert "paired with the anchor" in capsys.readouterr().err
+    with Database(paired_db, readonly=True) as database:
+        records = [r for r in database.records() if r.ok]
+    states = [dict(r.device_state) for r in records]
+    assert records and all("paired_ratio" in s and "reference_drift" in s for s in states)
+    assert len({s["reference_s"] for s in states}) == 1  # one session, one scale
+    out = tmp / "C7-paired.json.gz"
+    assert main(["landscape", "export", *[a for a in args if a != "-q"], "--out", str(out)]) == 0
+    assert main(["landscape", "check", LAYER, "--landscape", str(out), "--configs", "3", "--paired", "-q"]) == 0
+    assert "Spearman" in capsys.readouterr().out
+
+
 def test_export_of_an_unmeasured_layer_is_one_line(tmp_path, capsys):
     code = main(["landscape", "export", LAYER, "--db", str(tmp_path / "none.db"), "--anchor-budget", "4"])
     err = capsys.readouterr().err
@@ -148,6 +165,13 @@ def test_a_cpu_without_landscapes_tunes_on_another_cpus_and_says_so_in_one_line(
     notes = [line for line in done.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and any(cpu in notes[0] for cpu in shipped) and "--landscape CPU" in notes[0]
     assert "on the landscape of" in done.stdout
+
+
+def test_tune_on_a_landscape_refuses_a_database_it_would_not_write(tmp_path, capsys):
+    db = tmp_path / "never.db"
+    assert main(["tune", LAYER, "--backend", "landscape", "--db", str(db), "--budget", "4", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "drop --db" in err and not db.exists()
 
 
 def test_list_names_every_shipped_landscape_with_its_cpu_and_fidelity(capsys):

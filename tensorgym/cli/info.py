@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
 from typing import Any
 
 from tensorgym.target import CPU_ENV, CPU_PROFILES, RUNNABLE_PROFILES, Target, native_cpu, resolve_target
@@ -108,8 +109,12 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"  {name:<13}{dtypes:<24}{space['note']}")
     lines += ["", "mapping intrinsics:"]
     for intrinsic in info["intrinsics"]:
-        verdict = "runs" if intrinsic["runs"] else f"no: {intrinsic['why_not']}"
-        lines.append(f"  {intrinsic['name']:<14}{intrinsic['dtype']:<9}{intrinsic['instruction']:<34}{verdict}")
+        # The reason may start with the instruction, already in its own column; long ones wrap under the verdict.
+        why = str(intrinsic["why_not"] or "").removeprefix(intrinsic["instruction"]).strip()
+        verdict = "runs" if intrinsic["runs"] else f"no: {why}"
+        head = f"  {intrinsic['name']:<14}{intrinsic['dtype']:<9}{intrinsic['instruction']:<34}"
+        wrapped = textwrap.wrap(verdict, max(40, 118 - len(head))) or [""]
+        lines += [head + wrapped[0], *(" " * len(head) + more for more in wrapped[1:])]
     acts = ", ".join(info["can_act_as"]) or "none"
     env = os.environ.get(CPU_ENV, "")
     lines += ["", f"this CPU can act as: {acts}  (TENSORGYM_CPU=<profile>, or --target <profile>"

@@ -113,6 +113,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--rounds", type=int, default=1, help="with --db: the measuring rounds to combine (default 1)")
     p.add_argument("--rule", default="stratified", choices=tiles_benchmark.RULES,
                    help="with --db: the rule the tiles benchmark space was measured by (default stratified)")
+    _add_importance_choices(p)
     p.add_argument("--out", default=None, help="with --db: the landscape file (default: the package's landscapes "
                                                "folder)")
     p.add_argument("--t4", default=None, help="also write the T4 results document here")
@@ -142,6 +143,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--configs", type=int, default=64, help="configs to re-measure (default 64)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--db", default=":memory:", help="where the live records go (default: nowhere kept)")
+    _add_paired(p, "the landscape's best config")
     p.add_argument("--rounds", type=int, default=1,
                    help="live timing rounds per config, each over all of them in its own order; the live figure is "
                         "their median (default 1; use the landscape's own rounds)")
@@ -152,6 +154,20 @@ def add_parser(subparsers) -> None:
 def _add_target(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="llvm", choices=("llvm", "native", *RUNNABLE_PROFILES),
                    help="this CPU (default), or this CPU restricted to a profile such as x86-64-v3")
+
+
+def _add_importance_choices(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--importance-choices", type=int, default=tiles_benchmark.IMPORTANCE_CHOICES,
+                   help=f"stratified rule with a full-space sample: the most important coordinate keeps 1 + this "
+                        f"many values (default {tiles_benchmark.IMPORTANCE_CHOICES}; more makes the space harder; "
+                        f"bench/bench_landscape_plan.py predicts each choice's difficulty)")
+
+
+def _add_paired(p: argparse.ArgumentParser, reference: str) -> None:
+    p.add_argument("--paired", action="store_true",
+                   help=f"time every kernel in alternation with a fixed reference ({reference}) and keep their "
+                        f"ratio: about twice the time, for rankings of near-peak kernels that a noisy machine "
+                        f"reproduces")
 
 
 def _add_chunks(p: argparse.ArgumentParser) -> None:
@@ -181,6 +197,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="which values each coordinate of the tiles benchmark space keeps (default stratified: in "
                         "proportion to uniform draws from the whole space, so the landscape is as hard as the space; "
                         "favoured: the values the CPU favours, the rule of landscapes measured before it)")
+    _add_paired(p, "the anchor")
+    _add_importance_choices(p)
     p.add_argument("--rounds", type=int, default=1,
                    help="measuring rounds per config (default 1): round N>1 measures every config again, in its "
                         "own shuffled order, into the --db file's name with '-roundN' added, and export keeps each "
@@ -190,6 +208,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def _space(args: argparse.Namespace, measurer: Measurer | None = None):
     """The layer's benchmark space, around the anchor the full-space search found (run first, with
     ``measurer``, if its database does not hold the whole search yet)."""
+    return _anchored_space(args, measurer)[1]
+
+
+def _anchored_space(args: argparse.Namespace, measurer: Measurer | None = None):
+    """The anchor (the full-space search's best record) and :func:`_space`."""
     max_configs = args.max_configs if args.max_configs is not None else DEFAULT_MAX_CONFIGS[args.space]
     if max_configs < 1:
         raise InvalidArgumentError(f"--max-configs must be at least 1, got {max_configs}")
@@ -232,11 +255,15 @@ def _space(args: argparse.Namespace, measurer: Measurer | None = None):
     if not best:
         raise InvalidArgumentError(f"no kernel of the {agent} search in {path} ran correctly: nothing anchors the "
                                    f"benchmark space of {workload.label}")
+    anchor = best[0]
     if args.space == "microkernel":
-        return microkernel_benchmark.benchmark_space(workload, target, catalogue=catalogue, max_configs=max_configs,
-                                                     anchor=best[0].config)
-    return tiles_benchmark.benchmark_space(workload, target, max_configs=max_configs, anchor=best[0].config,
-                                           rule=args.rule, importance=_importance(args, full))
+        return anchor, microkernel_benchmark.benchmark_space(workload, target, catalogue=catalogue,
+                                                             max_configs=max_configs, anchor=anchor.config)
+    if args.importance_choices < 1:
+        raise InvalidArgumentError(f"--importance-choices must be at least 1, got {args.importance_choices}")
+    return anchor, tiles_benchmark.benchmark_space(workload, target, max_configs=max_configs, anchor=anchor.config,
+                                                   rule=args.rule, importance=_importance(args, full),
+                                                   importance_choices=args.importance_choices)
 
 
 def _importance_sample(args: argparse.Namespace, workload, target) -> Path | None:
@@ -256,12 +283,16 @@ def _importance(args: argparse.Namespace, full) -> dict[str, float] | None:
     return tiles_benchmark.coordinate_importance(full, list(sample.configs), list(sample.scores))
 
 
-def _space_notes(args: argparse.Namespace, space) -> dict | None:
-    """What the exported landscape's metadata says of how its benchmark space was chosen."""
+def _space_notes(args: argparse.Namespace, space, anchor) -> dict:
+    """What the exported landscape's metadata says of how its benchmark space was chosen, and the anchor search's
+    best (as it was timed then: ``landscape list`` sets the landscape's optimum beside it, the "not a toy" check)."""
+    found = {"anchor_search": f"{ANCHOR_AGENTS[args.space]}@{args.anchor_budget}", "anchor_gflops": anchor.score}
     if args.space != "tiles":
-        return None
+        return found
     path = _importance_sample(args, space.workload, space.target)
-    return {"rule": args.rule, **({"importance_from": f"samples/{path.name}"} if path else {})}
+    weighted = {"importance_from": f"samples/{path.name}", "importance_choices": args.importance_choices} if path \
+        else {}
+    return {**found, "rule": args.rule, **weighted}
 
 
 def anchor_path(args: argparse.Namespace) -> Path:
@@ -284,11 +315,17 @@ def cmd_measure(args: argparse.Namespace) -> int:
     _check_rounds(args)
     with Database(args.db):  # a --db that cannot be used is refused before the anchor search runs, not after
         pass
-    with Measurer(resolve_target(args.target)) as measurer:
-        space = _space(args, measurer)
+    target = resolve_target(args.target)
+    with ExitStack() as stack:
+        measurer = stack.enter_context(Measurer(target))
+        anchor, space = _anchored_space(args, measurer)
+        if args.paired:  # the anchor search is timed as searches are; the landscape against the anchor
+            measurer.close()
+            measurer = stack.enter_context(Measurer(target, paired=anchor.config))
         print(f"{space.workload.label}: {len(space.configs())} configs in the benchmark space on "
               f"{space.target.label}; database {args.db}"
-              + ("" if args.rounds == 1 else f" (round 1; rounds 2-{args.rounds} beside it)"), file=sys.stderr)
+              + ("" if args.rounds == 1 else f" (round 1; rounds 2-{args.rounds} beside it)")
+              + (f"; paired with the anchor {anchor.config.key}" if args.paired else ""), file=sys.stderr)
         states = measure_rounds(space, args.db, measurer, rounds=args.rounds, limit=args.limit,
                                 time_limit=args.time_limit, progress=not args.quiet)
     for round_no, state in enumerate(states, start=1):
@@ -346,7 +383,7 @@ def _measured_landscape(args: argparse.Namespace) -> Landscape:
     """``export --db``: the landscape of the layer's benchmark space from its measurements, saved to ``--out``."""
     args.env_id = args.source
     _check_rounds(args)
-    space = _space(args)
+    anchor, space = _anchored_space(args)
     paths = [round_path(args.db, r) for r in range(2, args.rounds + 1)]
     absent = [str(p) for p in paths if not p.exists()]
     if absent:
@@ -358,7 +395,7 @@ def _measured_landscape(args: argparse.Namespace) -> Landscape:
         database = stack.enter_context(Database(args.db, readonly=True))
         repeats = [stack.enter_context(Database(p, readonly=True)) for p in paths]
         landscape = export_landscape(database, space, env_id=args.env_id, allow_partial=args.partial,
-                                     repeats=repeats, notes=_space_notes(args, space))
+                                     repeats=repeats, notes=_space_notes(args, space, anchor))
     out = args.out or LANDSCAPES_DIR / landscape.cpu_folder / landscape_filename(space.workload, space.name)
     path = landscape.save(out)
     print(f"{space.workload.label}: {len(landscape)} configs on {landscape.cpu_label} -> {path} "
@@ -385,16 +422,20 @@ def cmd_list(args: argparse.Namespace) -> int:
             fidelity = landscape_fidelity(land, Landscape.load(shipped.sample))
             whole = " / ".join(f"{v:.2f}" for v in fidelity.sample)
             gap = f"{fidelity.gap:.2f}" + (" ok" if fidelity.representative else "")
+        optimum, anchor = float(land.scores.max()), (land.metadata.notes or {}).get("anchor_gflops")
         rows.append((shipped.cpu + (" (this CPU)" if shipped.cpu == here else ""), shipped.layer, shipped.space,
-                     str(len(land)), f"{float(land.scores.max()):.1f}", (land.metadata.measured_to or "")[:10],
+                     str(len(land)), f"{optimum:.1f}", f"{optimum / anchor:.2f}" if anchor else "-",
+                     (land.metadata.measured_to or "")[:10],
                      " / ".join(f"{v:.2f}" for v in profile), whole or "no sample", gap))
     if not rows:
         print(f"no landscapes in {LANDSCAPES_DIR}: measure one with `tensorgym landscape measure ENV_ID --db FILE`")
         return 0
-    print(format_table(rows, ("CPU", "layer", "space", "configs", "optimum GFLOP/s", "measured",
+    print(format_table(rows, ("CPU", "layer", "space", "configs", "optimum GFLOP/s", "/ anchor search", "measured",
                               "random@16/64/256", "whole space @16/64/256", "gap")))
     print(f"\nrandom@N: random search's expected best of N draws as a share of the optimum (of the landscape; of the "
-          f"best known, in the whole space's sample). gap: the largest difference; 'ok' within {TOLERANCE}.")
+          f"best known, in the whole space's sample). gap: the largest difference; 'ok' within {TOLERANCE}. / anchor "
+          f"search: the optimum over the best of the full-space search the space was built around, as timed then "
+          f"(files exported before it was recorded show -).")
     if here not in {s.cpu for s in shipped_landscapes()}:
         print(f"this CPU ({here}) has no landscapes: runs on a landscape use another CPU's, as benchmarks of search "
               f"(measure this CPU's with `tensorgym landscape measure`)")
@@ -408,7 +449,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     path = args.landscape or find_landscape(args.env_id, args.space, cpu=args.cpu)
     landscape = Landscape.load(path)
     target = resolve_target(None)
-    with Database(args.db) as database, Measurer(target) as measurer:
+    reference = landscape.optimum.config if args.paired and landscape.optimum is not None else None
+    with Database(args.db) as database, Measurer(target, paired=reference) as measurer:
         report = check_landscape(landscape, database, measurer, configs=args.configs, seed=args.seed,
                                  rounds=args.rounds, progress=not args.quiet)
     print(report.summary())

@@ -104,6 +104,8 @@ def _tune_on_landscape(args: argparse.Namespace, workload, agent, space: str) ->
         raise InvalidArgumentError("landscapes are of the tiles or microkernel space of a suite layer as registered, "
                                    "on this CPU: drop --packing, --layout, --rpc and --target, and use --space tiles "
                                    "or microkernel")
+    if args.db is not None:  # a landscape answers every trial from its file: nothing would reach the database
+        raise InvalidArgumentError("--backend landscape measures nothing, so it writes no --db: drop --db")
     env = make_env(workload, space=space, backend="landscape", landscape=args.landscape)
     try:
         result = agent.tune(env, budget=args.budget, time_budget=args.time_budget, seed=args.seed,

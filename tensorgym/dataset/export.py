@@ -18,7 +18,8 @@ Columns of :func:`dataset_frame`:
 ``generic``         the generic schedule features (a list; JSON text in CSV;
                     their names depend on the layer's loops)
 ``status``          ``ok``, ``build_error``, ``runtime_error``, ``timeout``, ``wrong_result``
-``latency_s``, ``latency_cv``, ``gflops``, ``build_s``, ``run_s``, ``wall_s``
+``latency_s`` ...   the record's timing and cost: ``latency_s``, ``latency_cv``,
+                    ``gflops``, ``build_s``, ``run_s``, ``wall_s``
 ``target``          the target fingerprint; ``target_label`` its CPU
 ``created``         when it was measured (Unix time)
 ==================  ===========================================================

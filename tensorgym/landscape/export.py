@@ -98,6 +98,36 @@ def combine_rounds(rounds: Sequence[Record]) -> Record:
                                dropped=sum(r.dropped for r in rounds))
 
 
+def on_one_scale(records: Sequence[Record], scale_s: float | None = None) -> list[Record]:
+    """``records`` with their paired timings (:mod:`tensorgym.measure.paired`) on one scale.
+
+    A paired record's latency is its ratio to the reference times the reference's latency at the start of
+    its measuring session; chunks measured hours apart have different starts. Here every paired record's
+    latency becomes its ratio times ``scale_s`` (default: the median of their reference latencies), so that
+    the landscape ranks configs by their ratios alone. Other records are left as they are.
+    """
+    scale_s = paired_scale(records) if scale_s is None else scale_s
+    if scale_s is None:
+        return list(records)
+    states = [dict(r.device_state) for r in records]
+    out = []
+    for record, state in zip(records, states):
+        if record.ok and "paired_ratio" in state:
+            factor = scale_s / state["reference_s"]
+            record = dataclasses.replace(record, latency_s=record.latency_s * factor,
+                                         samples=tuple(s * factor for s in record.samples),
+                                         gflops=record.gflops / factor if record.gflops else None)
+        out.append(record)
+    return out
+
+
+def paired_scale(records: Sequence[Record]) -> float | None:
+    """The median reference latency of the paired records among ``records`` (None: none is paired)."""
+    scales = [state["reference_s"] for state in (dict(r.device_state) for r in records if r.ok)
+              if "paired_ratio" in state]
+    return statistics.median(scales) if scales else None
+
+
 def export_landscape(database: Database, space: Space, *, env_id: str | None = None, allow_partial: bool = False,
                      fma_peak_gflops: float | None = None, protocol: TimingProtocol | None = None,
                      llvm_version: str | None = None, repeats: Sequence[Database] = (),
@@ -118,10 +148,12 @@ def export_landscape(database: Database, space: Space, *, env_id: str | None = N
         notes: more for the metadata's notes (e.g. the rule the benchmark space was chosen by).
     """
     configs = space.configs()
+    # Paired records of every round on the first round's scale: ranked by their ratios to the reference.
+    scale_s = paired_scale(database.records(space.workload.key, space.target.fingerprint, space.name))
 
     def final_records(db: Database) -> dict[Config, Record]:
-        return {r.config: r for r in db.records(space.workload.key, space.target.fingerprint, space.name)
-                if r.final}
+        records = [r for r in db.records(space.workload.key, space.target.fingerprint, space.name) if r.final]
+        return {r.config: r for r in on_one_scale(records, scale_s)}
 
     held = final_records(database)
     later = [final_records(db) for db in repeats]

@@ -113,6 +113,15 @@ class ContentionProbe:
         return max(0.0, (wait + steal) / (wall * self.num_cores))
 
 
+    def steal_share(self, before: CpuSnapshot, after: CpuSnapshot) -> float | None:
+        """The share of the cores' time the hypervisor gave to other machines between two snapshots
+        (None: this machine cannot tell)."""
+        wall = after.wall_s - before.wall_s
+        if wall <= 0 or before.steal_ticks is None or after.steal_ticks is None:
+            return None
+        return max(0.0, (after.steal_ticks - before.steal_ticks) * _TICK_S / (wall * self.num_cores))
+
+
 def is_busy(share: float | None, threshold: float = BUSY_SHARE) -> bool:
     """Whether a contention share says the machine was busy (unknown shares are not)."""
     return share is not None and share > threshold

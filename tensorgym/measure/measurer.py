@@ -74,6 +74,7 @@ from ..spaces.builder import KernelBuilder
 from ..target import Target, resolve_target
 from .faults import (InfrastructureError, build_crash_is_schedule_fault, crash_is_kernel_fault,
                      timeout_is_kernel_fault)
+from .paired import PairedReference
 from .protocol import TimingProtocol
 from .rpc import RPCRunner
 from .runner import CudaRunner, LocalRunner, Runner
@@ -120,6 +121,10 @@ class Measurer:
             incumbent (a ``short`` record; only adaptive measurements have an incumbent), and time
             one-call samples around the call (``protocol.direct_calls``). False measures as before
             (the protocol, a given runner's included, is changed to say so).
+        paired: a config of the spaces this measurer times, the *reference*: every kernel is then timed
+            in alternation with it, and its samples are its ratio to the reference times the reference's
+            latency at the start (:mod:`.paired`; about twice the timing time). For ranking near-peak
+            kernels on a noisy machine. One space per measurer; runners on this machine's CPU only.
         faults: test hook, ``{config: fault}`` with a fault of
             :data:`tensorgym.measure.tasks.FAULTS` (``"crash"``, ``"hang"``: the runner's process,
             the local child or the remote device's session, crashes or hangs instead of running the
@@ -131,7 +136,7 @@ class Measurer:
                  builders: int | None = None, protocol: TimingProtocol | None = None,
                  build_timeout: float | None = None,
                  run_timeout: float | None = None, infra_retries: int = 2, savings: bool = True,
-                 faults: Mapping[Config, str] | None = None):
+                 paired: Config | None = None, faults: Mapping[Config, str] | None = None):
         if runner is not None and not isinstance(runner, Runner):
             raise InvalidTypeError(f"runner must be a tensorgym Runner, got {type(runner).__name__}")
         if protocol is not None and not isinstance(protocol, TimingProtocol):
@@ -140,6 +145,9 @@ class Measurer:
             raise InvalidArgumentError("pass the protocol to the runner, not to the Measurer, when you give a runner")
         if not isinstance(savings, bool):
             raise InvalidTypeError(f"savings must be True or False, got {type(savings).__name__}")
+        if paired is not None and not isinstance(paired, Config):
+            raise InvalidTypeError(f"paired must be a Config (the reference kernel's) or None, "
+                                   f"got {type(paired).__name__}")
         build_timeout = None if build_timeout is None else number("build_timeout", build_timeout, positive=True)
         run_timeout = None if run_timeout is None else number("run_timeout", run_timeout, positive=True)
         self.infra_retries = integer("infra_retries", infra_retries, minimum=0)
@@ -164,6 +172,11 @@ class Measurer:
         self.runner = runner if runner is not None else runner_for(self.target, self._workdir, protocol)
         if not savings:
             self.runner.protocol = replace(self.runner.protocol, stop_factor=0.0, direct_calls=False)
+        if paired is not None and not self.runner.pairs:
+            raise InvalidArgumentError(f"paired timing runs on this machine's CPU; {type(self.runner).__name__} "
+                                       f"cannot time two kernels in alternation")
+        self.paired = paired
+        self._reference: tuple[str, PairedReference] | None = None  # (space key, reference) once timed
         self.kernels_built = 0
         self.kernels_run = 0
 
@@ -179,6 +192,7 @@ class Measurer:
         self.close()
 
     def close(self) -> None:
+        self._reference = None
         for worker in self._builders:
             worker.close()
         self.runner.close()
@@ -235,6 +249,7 @@ class Measurer:
         for worker in self._builders:
             _start_quietly(worker)  # start all together: their imports overlap
         _start_quietly(self.runner)
+        reference = self._paired_reference(kernels[0][0], kernel_builders[0], made) if self.paired else None
         t0 = time.monotonic()
         builds = run_all(self._builders, [(self.runner.build_task, (builder, c, self._workdir),
                                            {"fault": self._fault(c, 0, BUILD_FAULTS)})
@@ -249,7 +264,7 @@ class Measurer:
             for index, ((space, config), built) in enumerate(zip(kernels, builds)):
                 key = space.workload.key
                 record, builds[index] = self._measure_one(space, kernel_builders[index], config, built, check,
-                                                          build_share, best.get(key))
+                                                          build_share, best.get(key), reference)
                 trusted = record.ok and not record.short and not record.busy
                 if incumbents is not None and trusted and record.latency_s < best.get(key, float("inf")):
                     best[key] = record.latency_s
@@ -277,15 +292,44 @@ class Measurer:
             mode = mode.removesuffix("-once") if attempt == 0 else None
         return mode if mode in kinds else None
 
+    def _paired_reference(self, space: Space, builder: KernelBuilder,
+                          made: Mapping[int, KernelBuilder]) -> PairedReference:
+        """The session's reference kernel of ``space``: built and timed (normal protocol) the first time."""
+        if len(made) > 1:
+            raise InvalidArgumentError("a paired measurer times one space: its reference is a config of that space")
+        key = f"{space.name}/{space.workload.key}"
+        if self._reference is not None:
+            if self._reference[0] != key:
+                raise InvalidArgumentError(f"this paired measurer's reference is of {self._reference[0]}, not {key}")
+            return self._reference[1]
+        config = self.paired
+        if not space.is_valid(config):
+            raise InvalidArgumentError(f"the paired reference {config.key} is not a config of {key}")
+        built = self._builders[0].call(self.runner.build_task, builder, config, self._workdir,
+                                       timeout=self.build_timeout)
+        if not built.ok:
+            raise InvalidArgumentError(f"the paired reference {config.key} does not build: {_gist(built.error)}")
+        timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
+        ran = self.runner.run(builder, config, built.value["path"], check=True, timeout=timeout)
+        if not ran.ok or ran.value.get("status") != "ok":
+            error = ran.error if not ran.ok else ran.value.get("error", ran.value.get("status"))
+            raise InvalidArgumentError(f"the paired reference {config.key} does not run correctly: {_gist(error)}")
+        median, _ = summarize_samples(ran.value["samples"])
+        reference = PairedReference(config, built.value["path"], median)
+        self._reference = (key, reference)
+        log.info("paired timing: reference %s of %s at %.4g ms", config.key, space.workload.label, median * 1e3)
+        return reference
+
     def _measure_one(self, space: Space, builder: KernelBuilder, config: Config, built: Outcome, check: bool,
-                     build_share: float, incumbent_s: float | None = None) -> tuple[Record, Outcome]:
+                     build_share: float, incumbent_s: float | None = None,
+                     reference: PairedReference | None = None) -> tuple[Record, Outcome]:
         """The record of one built kernel, repeating what the machine made fail (see the module docs).
         Also returns the build outcome finally used (its artifact is the caller's to remove)."""
         t0 = time.monotonic()
         attempt = 0
         while True:
             record, machine_failed_in = self._attempt(space, builder, config, built, check, build_share, attempt,
-                                                      incumbent_s)
+                                                      incumbent_s, reference)
             if machine_failed_in is None or attempt >= self.infra_retries:
                 break
             attempt += 1
@@ -304,7 +348,8 @@ class Measurer:
         return record, built
 
     def _attempt(self, space: Space, builder: KernelBuilder, config: Config, built: Outcome, check: bool,
-                 build_share: float, attempt: int, incumbent_s: float | None = None) -> tuple[Record, str | None]:
+                 build_share: float, attempt: int, incumbent_s: float | None = None,
+                 reference: PairedReference | None = None) -> tuple[Record, str | None]:
         """One try: the record, and where the machine failed (``"build"``, ``"run"``) or None."""
         build_s = built.value["seconds"] if built.ok else built.seconds
         base = dict(workload=space.workload.key, target=self.target.fingerprint, space=space.name, config=config,
@@ -317,8 +362,9 @@ class Measurer:
                               **base), "build"
             return Record(status=Status.BUILD_ERROR, error=f"build: {built.error}"[:4000], **base), None
         timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
+        paired = {"paired": reference} if reference is not None else {}
         ran = self.runner.run(builder, config, built.value["path"], check=check, timeout=timeout,
-                              fault=self._fault(config, attempt, RUN_FAULTS), incumbent_s=incumbent_s)
+                              fault=self._fault(config, attempt, RUN_FAULTS), incumbent_s=incumbent_s, **paired)
         self.kernels_run += 1
         base["run_s"] = ran.seconds
         base["wall_s"] += ran.seconds
@@ -337,7 +383,10 @@ class Measurer:
         if result["status"] != "ok":
             return Record(status=Status(result["status"]), error=result.get("error", ""), **base), None
         median, cv = summarize_samples(result["samples"])
-        state = tuple(sorted((str(k), float(v)) for k, v in result.get("device_state", {}).items()))
+        device_state = dict(result.get("device_state", {}))
+        if "reference_s" in device_state:  # a paired timing: its ratio is what compares between sessions
+            device_state["paired_ratio"] = median / device_state["reference_s"]
+        state = tuple(sorted((str(k), float(v)) for k, v in device_state.items()))
         return Record(status=Status.OK, latency_s=median, latency_cv=cv, samples=tuple(result["samples"]),
                       number=result["number"], gflops=space.workload.gflops(median),
                       timing=result.get("timing", "full"), contention=result.get("contention"),

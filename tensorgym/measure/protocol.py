@@ -226,17 +226,22 @@ class TimingProtocol:
 
     def time_callable(self, fn: Callable[[], object], *, incumbent_s: float | None = None) -> Timing:
         """Time a Python callable (a vendor library call) with this protocol."""
+        return self.run(self.first_call(fn), callable_sampler(fn), incumbent_s=incumbent_s)
 
-        def samples(number: int, repeat: int) -> list[float]:
-            out = []
-            for _ in range(repeat):
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    fn()
-                out.append((time.perf_counter() - t0) / number)
-            return out
 
-        return self.run(self.first_call(fn), samples, incumbent_s=incumbent_s)
+def callable_sampler(fn: Callable[[], object]) -> Callable[[int, int], list[float]]:
+    """``time_samples(number, repeat)`` over a Python callable: each sample the mean of ``number`` calls in a loop."""
+
+    def samples(number: int, repeat: int) -> list[float]:
+        out = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            out.append((time.perf_counter() - t0) / number)
+        return out
+
+    return samples
 
 
 def robust_spread(samples: list[float]) -> float:

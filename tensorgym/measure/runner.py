@@ -35,6 +35,7 @@ from pathlib import Path
 from ..config import Config
 from ..spaces.builder import KernelBuilder
 from ..target import Target
+from .paired import PairedReference
 from .protocol import TimingProtocol
 from .worker import Outcome, Worker
 
@@ -53,6 +54,8 @@ class Runner(ABC):
     """
 
     reports_phases: bool = False
+    # Whether :meth:`run` takes ``paired``, a reference kernel (:mod:`.paired`): runners on this machine's CPU.
+    pairs: bool = False
     # The builder-pool function that makes this runner's artifacts (a shared library for LocalRunner).
     build_task = f"{_TASKS}:build"
 
@@ -62,14 +65,17 @@ class Runner(ABC):
 
     @abstractmethod
     def run(self, builder: KernelBuilder, config: Config, artifact: str, *, check: bool, timeout: float,
-            fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
+            fault: str | None = None, incumbent_s: float | None = None,
+            paired: PairedReference | None = None) -> Outcome:
         """Load ``artifact`` (the built kernel of ``config``), check it if ``check``, and time it.
 
         ``builder`` (the space's :class:`~tensorgym.spaces.builder.KernelBuilder`) gives the kernel's
         arguments, the runtime set-up it needs and its output in the workload's layout.
 
         ``incumbent_s`` is the fastest latency known for the workload, passed on to
-        :func:`~tensorgym.measure.tasks.check_and_time` (a much slower kernel is timed short).
+        :func:`~tensorgym.measure.tasks.check_and_time` (a much slower kernel is timed short);
+        ``paired``, a reference kernel given only to a runner that :attr:`pairs`, is timed in alternation
+        with the kernel (:mod:`.paired`).
         """
 
     def start(self) -> None:  # noqa: B027 - a runner without set-up needs none
@@ -106,6 +112,7 @@ class LocalRunner(Runner):
     """
 
     reports_phases = True
+    pairs = True
 
     def __init__(self, target: Target, work_dir: str | Path, protocol: TimingProtocol | None = None):
         super().__init__(target, protocol)
@@ -117,9 +124,11 @@ class LocalRunner(Runner):
         self._worker.start()
 
     def run(self, builder: KernelBuilder, config: Config, artifact: str, *, check: bool, timeout: float,
-            fault: str | None = None, incumbent_s: float | None = None) -> Outcome:
+            fault: str | None = None, incumbent_s: float | None = None,
+            paired: PairedReference | None = None) -> Outcome:
         return self._worker.call(f"{_TASKS}:run_local", builder, config, artifact, check=check,
-                                 protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, timeout=timeout)
+                                 protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, paired=paired,
+                                 timeout=timeout)
 
     def close(self) -> None:
         self._worker.close()

@@ -31,6 +31,7 @@ from ..target import Target
 from ..workloads import Workload
 from .contention import ContentionProbe
 from .faults import InfrastructureFault, infrastructure_cause, low_disk
+from .paired import PairedReference, PairedSampler
 from .protocol import TimingProtocol
 from .worker import mark
 
@@ -159,7 +160,8 @@ def poisoned_like(array: np.ndarray) -> np.ndarray:
 
 
 def run_local(builder: KernelBuilder, config: Config, path: str, *, check: bool, protocol: TimingProtocol,
-              fault: str | None = None, incumbent_s: float | None = None) -> dict[str, Any]:
+              fault: str | None = None, incumbent_s: float | None = None,
+              paired: PairedReference | None = None) -> dict[str, Any]:
     """The local runner: load the library at ``path`` on this machine's CPU, then :func:`check_and_time`.
 
     The library is left in place (the measurer removes it once the kernel has its record, so that a
@@ -169,12 +171,12 @@ def run_local(builder: KernelBuilder, config: Config, path: str, *, check: bool,
 
     module = tvm.runtime.load_module(path)
     return check_and_time(module, tvm.cpu(0), builder, config, check=check, protocol=protocol, fault=fault,
-                          incumbent_s=incumbent_s)
+                          incumbent_s=incumbent_s, paired=paired)
 
 
 def check_and_time(module, device, builder: KernelBuilder, config: Config, *, check: bool, protocol: TimingProtocol,
                    fault: str | None = None, incumbent_s: float | None = None,
-                   fresh_process: bool = False) -> dict[str, Any]:
+                   fresh_process: bool = False, paired: PairedReference | None = None) -> dict[str, Any]:
     """Run a loaded kernel on a TVM ``device``: first call, NumPy check (if ``check``), then the protocol.
 
     Shared by every runner, so every kernel is checked and timed the same way
@@ -185,7 +187,9 @@ def check_and_time(module, device, builder: KernelBuilder, config: Config, *, ch
     runs the kernel in a process that has timed nothing yet (an RPC session), so it
     gets the process warm-up whatever this process timed before. Returns
     ``{"status": "ok", "samples": [...], "number": n, "contention": share, "dropped": n,
-    "timing": "full" | "short"}`` or ``{"status": "wrong_result", "error": ...}``.
+    "timing": "full" | "short"}`` or ``{"status": "wrong_result", "error": ...}``. With ``paired`` (a
+    reference kernel, :mod:`.paired`), every sample is taken between two of the reference kernel's, on this
+    machine, and the result's ``device_state`` says how the reference ran.
     """
     import tvm
 
@@ -216,10 +220,37 @@ def check_and_time(module, device, builder: KernelBuilder, config: Config, *, ch
     # One-call samples are timed here rather than by time_evaluator (see main_sampler), on this machine only: an
     # RPC device's calls would carry the network's round trip.
     direct = protocol.direct_calls and not fresh_process and protocol.min_repeat_ms >= DIRECT_CALL_MIN_MS
-    timing = protocol.run(first_call_s, main_sampler(module, device, args, direct=direct), incumbent_s=incumbent_s,
-                          probe=probe, first_share=first_share)
-    return {"status": "ok", "samples": timing.samples, "number": timing.number, "contention": timing.contention,
-            "dropped": timing.dropped, "timing": timing.mode}
+    sampler = main_sampler(module, device, args, direct=direct)
+    if paired is not None:
+        reference_main = _reference_sampler(builder, paired, device, direct=direct)
+        sampler = PairedSampler(sampler, reference_main, reference_s=paired.reference_s, probe=probe,
+                                reference_number=PairedSampler.reference_calls(paired.reference_s,
+                                                                               protocol.min_repeat_ms))
+    timing = protocol.run(first_call_s, sampler, incumbent_s=incumbent_s, probe=probe, first_share=first_share)
+    result = {"status": "ok", "samples": timing.samples, "number": timing.number, "contention": timing.contention,
+              "dropped": timing.dropped, "timing": timing.mode}
+    if isinstance(sampler, PairedSampler):
+        result["device_state"] = sampler.state()
+    return result
+
+
+_loaded_reference: dict[str, tuple[Any, list]] = {}  # the reference's library path -> (module, arguments)
+
+
+def _reference_sampler(builder: KernelBuilder, reference: PairedReference, device, *,
+                       direct: bool) -> Callable[[int, int], list[float]]:
+    """The reference kernel's sampler, loaded once per runner process (a session has one reference)."""
+    import tvm
+
+    if reference.path not in _loaded_reference:
+        _loaded_reference.clear()
+        module = tvm.runtime.load_module(reference.path)
+        inputs, _ = reference_data(builder.workload)
+        args = [tvm.runtime.tensor(a, device) for a in builder.kernel_arguments(reference.config, inputs)]
+        module["main"](*args)  # its first call (page faults, a cold thread pool) is not a sample
+        _loaded_reference[reference.path] = (module, args)
+    module, args = _loaded_reference[reference.path]
+    return main_sampler(module, device, args, direct=direct)
 
 
 # With a protocol whose samples last at least this long, a sample of one call is a call of at least this long.

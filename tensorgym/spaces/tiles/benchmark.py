@@ -92,7 +92,10 @@ from .tiling import Coordinate
 
 DEFAULT_MAX_CONFIGS = 4096  # about half an hour to an hour of measuring on 2 cores at 0.4-0.9 s a trial
 RULES = ("stratified", "favoured")
-IMPORTANCE_CHOICES = 7  # the most important coordinate starts with 1 + this many values, one of no importance with 1
+# The most important coordinate starts with 1 + this many values, one of no importance with 1. A layer whose
+# important coordinates have many values (ResNet-18 C7) needs more to be as hard as its whole space: a surrogate
+# fitted to its full-space sample predicts the profile of each choice before anything is measured.
+IMPORTANCE_CHOICES = 7
 # How many choices each kind of coordinate starts with, before the space is cut to size.
 START_CHOICES = {"inner": 4, "middle": 2, "outer": 4, "reduction": 4, "scalar": 2}
 # The order in which kinds of coordinate give up choices when two hold equally many.
@@ -102,13 +105,14 @@ UNROLL_PREFERENCE = (64, 16, 0, 512)
 
 def benchmark_space(workload: Workload, target: Target, *, max_configs: int = DEFAULT_MAX_CONFIGS,
                     anchor: Config | None = None, rule: str = "stratified",
-                    importance: Mapping[str, float] | None = None, **options) -> TilesSpace:
+                    importance: Mapping[str, float] | None = None, importance_choices: int = IMPORTANCE_CHOICES,
+                    **options) -> TilesSpace:
     """The benchmark sub-space of ``workload``'s tiles space on ``target``, around ``anchor`` if given, by
     ``rule``, its choices shared out by ``importance`` if given (see the module docs)."""
     if options.get("bounds") is not None:
         raise SpaceError("benchmark_space chooses the bounds itself; build TilesSpace(..., bounds=...) for others")
     full = TilesSpace.for_target(target)(workload, target, **options)
-    bounds = benchmark_bounds(full, max_configs, anchor, rule, importance)
+    bounds = benchmark_bounds(full, max_configs, anchor, rule, importance, importance_choices)
     return TilesSpace.for_target(target)(workload, target, bounds=bounds, **options)
 
 
@@ -224,12 +228,14 @@ def _divisors_of(space: TilesSpace, loop: str) -> tuple[int, ...]:
 
 
 def benchmark_bounds(space: TilesSpace, max_configs: int = DEFAULT_MAX_CONFIGS, anchor: Config | None = None,
-                     rule: str = "stratified", importance: Mapping[str, float] | None = None
-                     ) -> dict[str, tuple[int, ...]]:
+                     rule: str = "stratified", importance: Mapping[str, float] | None = None,
+                     importance_choices: int = IMPORTANCE_CHOICES) -> dict[str, tuple[int, ...]]:
     """The bounds of the benchmark sub-space of the (unbounded) ``space`` by ``rule``: at most ``max_configs``
     configs, and every coordinate value of ``anchor`` (a config of ``space``) among them; with ``importance``
     (:func:`coordinate_importance`, stratified rule only), each coordinate starts with choices in proportion to
-    it and gives them up in inverse proportion."""
+    it (the most important with ``1 + importance_choices``) and gives them up in inverse proportion."""
+    if importance_choices < 1:
+        raise SpaceError(f"importance_choices must be at least 1, got {importance_choices}")
     if space.bounds is not None:
         raise SpaceError("benchmark_bounds starts from the full tiles space, not a bounded one")
     if max_configs < 1:
@@ -245,7 +251,7 @@ def benchmark_bounds(space: TilesSpace, max_configs: int = DEFAULT_MAX_CONFIGS, 
         if rule != "stratified" or set(importance) != set(ranked):
             raise SpaceError("importance is given per coordinate of the space, under the stratified rule")
         top = max(importance.values()) or 1.0
-        weight = {label: 1.0 + IMPORTANCE_CHOICES * importance[label] / top for label in ranked}
+        weight = {label: 1.0 + importance_choices * importance[label] / top for label in ranked}
         keep = {label: min(len(ranked[label]), round(weight[label])) for label in ranked}
     anchored: dict[str, int] = {}
     if anchor is not None:  # the anchor's values go first, and are never dropped (see the module docs)
