@@ -71,16 +71,9 @@ def live_bests(env_id: str, report: dict | None, out: Path | None, seeds: int) -
 
 def landscape_bests(env_id: str, seeds: int, out: Path) -> dict[str, dict[int, list[float]]]:
     """The same agents on this CPU's landscape of the layer (``compare --backend landscape``)."""
-    compare([env_id], list(AGENTS), budget=max(TRIALS), seeds=seeds, out_dir=out, backend="landscape",
-            vendor=False, plot=False, progress=False, trial_points=TRIALS, time_points=None)
-    results = out / "results" / slug(env_id)
-    bests: dict[str, dict[int, list[float]]] = {agent: {n: [] for n in TRIALS} for agent in AGENTS}
-    for agent in AGENTS:
-        for seed in range(seeds):
-            result = TuningResult.from_json(json.loads((results / f"{agent}-seed{seed}.json").read_text()))
-            for n in TRIALS:
-                bests[agent][n].append(result.best_at(n))
-    return bests
+    board = compare([env_id], list(AGENTS), budget=max(TRIALS), seeds=seeds, out_dir=out, backend="landscape",
+                    vendor=False, plot=False, progress=False, trial_points=TRIALS, time_points=None)
+    return {agent: {n: [r.best_at(n) for r in board.results[(env_id, agent)]] for n in TRIALS} for agent in AGENTS}
 
 
 def _ci(values) -> str:
@@ -104,9 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     report = json.loads(report_path.read_text()) if report_path.is_file() else None
     lines = header("Agreement of the landscapes with live runs: random, GA and DGD, separated pairs and Kendall's tau",
                    local_cpu())
-    lines += [f"live GA/DGD: {report_path.name if report else 'no committed report'} and the runs in "
-              f"{args.live_out}; live random: the full-space sample replayed; landscape: this CPU's shipped files, "
-              f"{args.seeds} seeds x {max(TRIALS)} trials per agent", ""]
+    lines += [f"live GA/DGD: the per-seed bests of {report_path.name if report else 'no committed report'} and of the "
+              f"runs in {args.live_out} (a seed in both: the run's); live random: the layer's full-space sample "
+              f"replayed in {args.seeds} shuffled orders; landscape: this CPU's shipped files; {args.seeds} seeds x "
+              f"{max(TRIALS)} trials per agent. Means [95 % interval] of the best GFLOP/s over seeds.", ""]
     inverted_total = separated_total = 0
     for env_id in args.envs.split(","):
         live = live_bests(env_id, report, Path(args.live_out), args.seeds)

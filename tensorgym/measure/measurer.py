@@ -292,6 +292,10 @@ class Measurer:
             mode = mode.removesuffix("-once") if attempt == 0 else None
         return mode if mode in kinds else None
 
+    def _run_timeout(self, space: Space) -> float:
+        """Seconds allowed to check and time one kernel of ``space`` (see ``run_timeout``)."""
+        return self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
+
     def _paired_reference(self, space: Space, builder: KernelBuilder,
                           made: Mapping[int, KernelBuilder]) -> PairedReference:
         """The session's reference kernel of ``space``: built and timed (normal protocol) the first time."""
@@ -309,8 +313,7 @@ class Measurer:
                                        timeout=self.build_timeout)
         if not built.ok:
             raise InvalidArgumentError(f"the paired reference {config.key} does not build: {_gist(built.error)}")
-        timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
-        ran = self.runner.run(builder, config, built.value["path"], check=True, timeout=timeout)
+        ran = self.runner.run(builder, config, built.value["path"], check=True, timeout=self._run_timeout(space))
         if not ran.ok or ran.value.get("status") != "ok":
             error = ran.error if not ran.ok else ran.value.get("error", ran.value.get("status"))
             raise InvalidArgumentError(f"the paired reference {config.key} does not run correctly: {_gist(error)}")
@@ -361,7 +364,7 @@ class Measurer:
                 return Record(status=Status.INFRA_ERROR, error=f"build (machine): {built.error}"[:4000],
                               **base), "build"
             return Record(status=Status.BUILD_ERROR, error=f"build: {built.error}"[:4000], **base), None
-        timeout = self.run_timeout if self.run_timeout is not None else 10.0 + 25.0 * space.workload.gflop
+        timeout = self._run_timeout(space)
         paired = {"paired": reference} if reference is not None else {}
         ran = self.runner.run(builder, config, built.value["path"], check=check, timeout=timeout,
                               fault=self._fault(config, attempt, RUN_FAULTS), incumbent_s=incumbent_s, **paired)
