@@ -1,8 +1,8 @@
 """Cross-check of tensorgym's methodology score against the ``autotuning-methodology`` package, on shipped landscapes.
 
-Issue 22 asks for the methodology score against the true optimum, "cross-checked against the
+The methodology score against the true optimum is only trusted once it agrees with the
 ``autotuning-methodology`` package on at least one exported T4 landscape: the same numbers, or the
-difference explained". This runs a few agents for N seeds on a shipped landscape through the normal
+difference explained. This runs a few agents for N seeds on a shipped landscape through the normal
 :class:`~tensorgym.tuner.Tuner` over :class:`~tensorgym.landscape.LandscapeEvaluator`, and scores the
 same runs twice:
 
