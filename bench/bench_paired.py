@@ -74,7 +74,7 @@ def cmd_rounds(args: argparse.Namespace) -> int:
     name = experiment(args.pick, args.target_spread)
     for round_no in range(1, args.rounds + 1):
         order = [configs[i] for i in np.random.default_rng(round_no).permutation(len(configs))]
-        for mode in MODES:
+        for mode in args.modes.split(","):
             with Database(Path(args.dir) / f"{name}-{mode}-round{round_no}.db") as db:
                 held = {r.config for r in db.records(space=space.name) if r.final}
                 todo = [c for c in order if c not in held]
@@ -194,8 +194,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
     lines = header("Paired timing against plain timing: near-peak rounds and a kernel against its vendor",
                    local_cpu())
-    for path in sorted(directory.glob("*-plain-round1.db")):
-        name = path.name.removesuffix("-plain-round1.db")
+    for name in sorted({p.name.split("-plain-round1.db")[0].split("-paired-round1.db")[0]
+                        for p in directory.glob("*-round1.db")}):
         pick, _, spread = name.partition("-spread")
         which = "best" if pick == "top" else "randomly drawn"
         lines += ["", f"== rounds: {args.configs} {which} configs of the {args.env_id} microkernel landscape, "
@@ -214,12 +214,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--pick", default="top", choices=("top", "random"),
                         help="rounds: the landscape's best configs (default) or configs drawn uniformly from it")
+    parser.add_argument("--modes", default=",".join(MODES), help="rounds: plain, paired or both (default both)")
     parser.add_argument("--target-spread", type=float, default=None,
                         help="rounds: the protocol's target spread (default the protocol's 0.02; smaller times longer)")
     parser.add_argument("--pairs", type=int, default=30, help="paired samples against the vendor (default 30)")
     parser.add_argument("--dir", default="work/paired", help="where the measurements go (default work/paired)")
     parser.add_argument("--out", default=None, help="report: also write it here")
     args = parser.parse_args(argv)
+    if not set(args.modes.split(",")) <= set(MODES):
+        print(f"error: --modes takes {' and '.join(MODES)}, got {args.modes!r}", file=sys.stderr)
+        return 2
     if args.configs < 3 or args.rounds < 2 or args.pairs < 3:
         print("error: --configs and --pairs must be at least 3, --rounds at least 2", file=sys.stderr)
         return 2
