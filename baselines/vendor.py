@@ -197,14 +197,9 @@ def ratio_text(gflops: float | None, ref: "VendorResult | dict[str, Any]", *, ke
     return f"{gflops / ref_gflops:.2f}x vendor"
 
 
-def time_vendor(workload: Workload, library: str | None = None, layout: str | None = None, *,
-                protocol: TimingProtocol | None = None, timeout: float = 600.0,
-                native_blas: bool = False, target: Target | None = None) -> VendorResult:
-    """Time a vendor reference on ``workload`` in a fresh process (default: the primary one).
-
-    ``native_blas`` clears :data:`BLAS_OVERRIDES` in the vendor's process (see the module docs). With a
-    CUDA ``target`` the libraries are the GPU's (cuBLAS, cuDNN) and the protocol defaults to the GPU one.
-    """
+def _vendor_choice(workload: Workload, library: str | None, layout: str | None,
+                   target: Target | None = None) -> tuple[str, str]:
+    """The ``(library, layout)`` asked for, completed from :func:`vendor_choices` (default: the primary one)."""
     choices = vendor_choices(workload, target)
     if not choices:
         raise VendorUnavailable(f"no vendor reference for {workload.op}"
@@ -213,6 +208,18 @@ def time_vendor(workload: Workload, library: str | None = None, layout: str | No
     layout = layout or next((lay for lib, lay in choices if lib == library), "")
     if (library, layout) not in choices:
         raise ValueError(f"no {library} {layout} reference for {workload.op}; choices: {choices}")
+    return library, layout
+
+
+def time_vendor(workload: Workload, library: str | None = None, layout: str | None = None, *,
+                protocol: TimingProtocol | None = None, timeout: float = 600.0,
+                native_blas: bool = False, target: Target | None = None) -> VendorResult:
+    """Time a vendor reference on ``workload`` in a fresh process (default: the primary one).
+
+    ``native_blas`` clears :data:`BLAS_OVERRIDES` in the vendor's process (see the module docs). With a
+    CUDA ``target`` the libraries are the GPU's (cuBLAS, cuDNN) and the protocol defaults to the GPU one.
+    """
+    library, layout = _vendor_choice(workload, library, layout, target)
     gpu = target is not None and target.kind == "cuda"
     # A CPU restricted to a smaller ISA (TENSORGYM_CPU=x86-64-v3) restricts its vendors the same way.
     restriction = {} if gpu else (target or local_cpu()).vendor_environment()
@@ -364,13 +371,7 @@ def time_against_vendor(builder: KernelBuilder, config: Config, library_path: st
     vendor's drift over the paired samples and the hypervisor's steal meanwhile.
     """
     workload = builder.workload
-    choices = vendor_choices(workload)
-    if not choices:
-        raise VendorUnavailable(f"no vendor reference for {workload.op}")
-    library = library or choices[0][0]
-    layout = layout or next((lay for lib, lay in choices if lib == library), "")
-    if (library, layout) not in choices:
-        raise ValueError(f"no {library} {layout} reference for {workload.op}; choices: {choices}")
+    library, layout = _vendor_choice(workload, library, layout)
     threads = local_cpu().num_cores
     restriction = local_cpu().vendor_environment()
     with tempfile.TemporaryDirectory(prefix="tensorgym-vendor-") as logs:
