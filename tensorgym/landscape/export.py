@@ -148,15 +148,19 @@ def export_landscape(database: Database, space: Space, *, env_id: str | None = N
         notes: more for the metadata's notes (e.g. the rule the benchmark space was chosen by).
     """
     configs = space.configs()
-    # Paired records of every round on the first round's scale: ranked by their ratios to the reference.
-    scale_s = paired_scale(database.records(space.workload.key, space.target.fingerprint, space.name))
 
-    def final_records(db: Database) -> dict[Config, Record]:
-        records = [r for r in db.records(space.workload.key, space.target.fingerprint, space.name) if r.final]
+    def final(db: Database) -> list[Record]:
+        return [r for r in db.records(space.workload.key, space.target.fingerprint, space.name) if r.final]
+
+    # Paired records of every round on the first round's scale: ranked by their ratios to the reference.
+    first = final(database)
+    scale_s = paired_scale(first)
+
+    def by_config(records: list[Record]) -> dict[Config, Record]:
         return {r.config: r for r in on_one_scale(records, scale_s)}
 
-    held = final_records(database)
-    later = [final_records(db) for db in repeats]
+    held = by_config(first)
+    later = [by_config(final(db)) for db in repeats]
     held = {c: combine_rounds([r, *(rounds[c] for rounds in later)]) for c, r in held.items()
             if all(c in rounds for rounds in later)}
     missing = [c for c in configs if c not in held]
