@@ -249,7 +249,7 @@ def _cli_args(**kwargs) -> argparse.Namespace:
 
 def test_the_cli_refuses_what_it_cannot_measure_in_one_line(tmp_path):
     with pytest.raises(TensorgymError, match="defined for conv2d layers") as info:
-        landscape_cli._space(_cli_args(db=str(tmp_path / "x.db")))
+        landscape_cli._anchored_space(_cli_args(db=str(tmp_path / "x.db")))
     assert "\n" not in str(info.value)
     with pytest.raises(SystemExit):  # argparse: an unknown space is refused with the choices
         parser = argparse.ArgumentParser()

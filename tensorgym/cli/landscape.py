@@ -205,14 +205,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                         "config's median over the rounds (a VM's passing slowdowns then do not rank a config)")
 
 
-def _space(args: argparse.Namespace, measurer: Measurer | None = None):
-    """The layer's benchmark space, around the anchor the full-space search found (run first, with
-    ``measurer``, if its database does not hold the whole search yet)."""
-    return _anchored_space(args, measurer)[1]
-
-
 def _anchored_space(args: argparse.Namespace, measurer: Measurer | None = None):
-    """The anchor (the full-space search's best record) and :func:`_space`."""
+    """The anchor (the best record of the full-space search, run first with ``measurer`` if its database does not
+    hold the whole search yet) and the layer's benchmark space around it."""
     max_configs = args.max_configs if args.max_configs is not None else DEFAULT_MAX_CONFIGS[args.space]
     if max_configs < 1:
         raise InvalidArgumentError(f"--max-configs must be at least 1, got {max_configs}")
