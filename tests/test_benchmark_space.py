@@ -9,8 +9,9 @@ import pytest
 
 from tensorgym.catalog import make_agent, make_space
 from tensorgym.spaces.base import SpaceError
-from tensorgym.spaces.tiles.benchmark import (benchmark_bounds, benchmark_space, coordinate_importance, stratified,
-                                             uniform_marginals)
+from tensorgym.spaces.tiles import benchmark as tiles_benchmark
+from tensorgym.spaces.tiles.benchmark import (MIN_SHARE_OF_MAX, benchmark_bounds, benchmark_space,
+                                             coordinate_importance, stratified, uniform_marginals)
 from tensorgym.spaces.tiles.space import TilesSpace
 from tensorgym.target import constructed_cpu
 from tensorgym.tuner import Tuner
@@ -170,3 +171,21 @@ def test_importance_goes_to_the_coordinates_the_best_kernels_agree_on_and_buys_t
         benchmark_bounds(full, 2500, rule="favoured", importance=importance)
     with pytest.raises(SpaceError, match="at least 20"):
         coordinate_importance(full, configs[:5], scores[:5])
+
+
+def test_a_space_whose_importance_sits_in_one_small_coordinate_still_holds_half_its_size(monkeypatch):
+    """All importance in one coordinate of four values: without a floor the space kept one value of every other
+    coordinate (a few configs, where random search finds the optimum at once)."""
+    target = constructed_cpu("znver4")
+    workload = conv2d(1, 128, 28, 28, 128, 3, 3, 1, 1)
+    full = TilesSpace(workload, target)
+    anchor = full.sample(np.random.default_rng(1))
+    importance = {c.label: (1.0 if c.knob == "unroll" else 0.0) for c in full.coordinates}
+    bounds = benchmark_bounds(full, 2000, anchor=anchor, importance=importance)
+    space = TilesSpace(workload, target, bounds=bounds)
+    assert 2000 // MIN_SHARE_OF_MAX <= len(space.configs()) <= 2000
+    assert anchor in set(space.configs())
+    assert len(bounds["unroll"]) == 4  # the important coordinate keeps every value
+    monkeypatch.setattr(tiles_benchmark, "MIN_SHARE_OF_MAX", 10**9)  # no floor: the space the rule kept before
+    assert len(TilesSpace(workload, target, bounds=benchmark_bounds(full, 2000, anchor=anchor,
+                                                                    importance=importance)).configs()) < 100
