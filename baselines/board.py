@@ -15,7 +15,10 @@ With the reference agent among the agents (round-robin, a network's baseline
 scheduler), ``to-RR``: the trials a run needed to reach the final of the
 reference's run *of the same seed*, and ``%RR``: that as a share of the
 reference's trials (GTA's headline). The vendor libraries are extra rows (a
-network's: PyTorch's weighted sum over its layers). Trial and time points
+network's: PyTorch's weighted sum over its layers). Where an env's best winner
+was timed against a vendor in one process (:mod:`.compare`'s ``paired_vendor``),
+that vendor's entry holds it (``"paired"``), and :meth:`Leaderboard.paired_vendor_lines`
+gives one line per env. Trial and time points
 default to 25, 50 and 100 % of the budget and of the shortest run's clock.
 :mod:`.render` turns a board into text, Markdown, CSV, JSON, plots and an
 HTML page; :mod:`.compare` fills one.
@@ -30,6 +33,7 @@ baseline drawn without replacement from the whole space
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -241,6 +245,11 @@ class Leaderboard:
         return {"score": Stat((scores.trials,)), "score(t)": Stat((scores.time,)),
                 "AUC": Stat(tuple(methodology.area_under_curve(r, trials, optimum) for r in runs))}
 
+    def seed_scores(self, env_id: str, agent: str) -> list[float]:
+        """Each of ``agent``'s runs' own methodology score over trials: their mean is the ``score`` column, their
+        spread its interval over seeds (:func:`.methodology.seed_scores`)."""
+        return methodology.seed_scores(self.results.get((env_id, agent), []), self.methodology_reference(env_id))
+
     def rows(self) -> list[dict[str, Any]]:
         """One row per env x agent, then one per vendor reference: the table as data."""
         out = []
@@ -257,6 +266,25 @@ class Leaderboard:
                                           "re-timed": Stat((ref.get("remeasured_gflops"),))}})
         return out
 
+    def paired_vendor(self, env_id: str) -> dict[str, Any] | None:
+        """The vendor reference ``env_id``'s best winner was timed against in one process (its ``"paired"``
+        entry: :func:`.compare.time_paired_vendor`'s figures, with the run's agent and seed), or None."""
+        return next((ref for ref in self.vendor.get(env_id, []) if ref.get("paired")), None)
+
+    def paired_vendor_lines(self) -> list[str]:
+        """One line per env whose best winner was timed against a vendor in one process: the paired ratio
+        (the kernel's GFLOP/s over the vendor's), its spread, the vendor's drift and the steal, and the ratio of
+        the same process's separate timings."""
+        lines = []
+        for env_id in self.env_ids:
+            ref = self.paired_vendor(env_id)
+            if ref is not None:
+                paired = ref["paired"]
+                name = " ".join(str(part) for part in (ref.get("library"), ref.get("layout")) if part)
+                lines.append(f"{env_id}: best kernel ({paired.get('agent')} seed {paired.get('seed')}, "
+                             f"{paired.get('space')} space) / {name}, {paired_text(paired)}")
+        return lines
+
     def to_json(self) -> dict[str, Any]:
         return {
             "settings": {"env_ids": self.env_ids, "agents": self.agents, "seeds": self.seeds, "budget": self.budget,
@@ -270,6 +298,16 @@ class Leaderboard:
             "vendor": self.vendor, "errors": self.errors,
             "result_files": {f"{e}/{a}": files for (e, a), files in self.result_files.items()},
         }
+
+
+def paired_text(paired: Mapping[str, Any]) -> str:
+    """A kernel timed against a vendor in one process, as the kernel's speed over the vendor's:
+    ``paired in one process: 0.97x (spread 1.2 %, vendor drift +0.4 %, steal 0.0 %); timed apart: 0.95x``."""
+    drift, steal = paired.get("vendor_drift"), paired.get("steal")
+    drift_text = "unknown" if drift is None else f"{100 * drift:+.1f} %"
+    steal_text = "unknown" if steal is None else f"{100 * steal:.1f} %"
+    return (f"paired in one process: {paired['speedup']:.2f}x (spread {100 * paired['spread']:.1f} %, vendor drift "
+            f"{drift_text}, steal {steal_text}); timed apart: {paired['speedup_apart']:.2f}x")
 
 
 def seconds_label(t: float) -> str:

@@ -60,9 +60,29 @@ vendors; round 2: the same again, ...), and the median of the rounds is the
 ``re-timed`` column: the fairest number of the table. It is stored in each
 result's ``extra["remeasured_gflops"]`` (and the samples next to it).
 
+**The winner against the vendor, paired.** Two separate re-timings carry
+whatever the machine did between them: on a shared VM the ratio of a kernel's
+re-timing to a vendor's moves by as much as the machine drifts from minute to
+minute. Two timings a few milliseconds apart share the VM's state. So
+(``paired_vendor``, on by default; with ``remeasure`` > 0) each env's best
+winner (the best run's config by re-timed GFLOP/s) is then timed against its
+vendor reference in one process, each of its samples between two of the
+vendor's (:func:`.vendor.time_against_vendor`). One line per env after the
+table (:meth:`.board.Leaderboard.paired_vendor_lines`, also in ``compare.md``
+and ``compare.html``) gives that paired ratio (the kernel's GFLOP/s over the
+vendor's), its spread, the vendor's drift and the hypervisor's steal
+meanwhile, beside the ratio of the same process's two separate timings. The
+reference is the fastest re-timed per-call one, as the vendor line's, among
+those that process can call: PyTorch's float32 references (not NumPy's
+OpenBLAS, not int8 or bf16). It is kept in that reference's entry
+(``"paired"``) of ``vendor/<env>.json``, so a resumed compare reuses it while
+the winner is the same. It needs this machine's CPU: with ``ray=`` the
+re-timed column is a cluster node's, and with a remote or GPU target the
+kernel cannot share a process with the vendor; it is then left out (logged).
+
 **Resume.** A finished (env, agent, seed) run's result file is reused when
-the settings match, and so are vendor timings; an interrupted run is redone,
-cheaply, because the database answers every measurement it had finished.
+the settings match, and so are vendor timings and the paired one; an interrupted
+run is redone, cheaply, because the database answers every measurement it had finished.
 """
 
 from __future__ import annotations
@@ -73,6 +93,7 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -95,6 +116,8 @@ from tensorgym.errors import InvalidArgumentError, InvalidTypeError
 from tensorgym.landscape.shipped import AnotherCPULandscape
 from tensorgym.measure import Measurer
 from tensorgym.measure.contention import is_busy
+from tensorgym.measure.protocol import robust_spread
+from tensorgym.measure.tasks import build
 from tensorgym.networks import Network, resolve_network
 from tensorgym.record import BUSY_SHARE
 from tensorgym.spaces.base import Space
@@ -105,7 +128,7 @@ from tensorgym.workloads import Workload
 
 from .board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, LandscapeFacts, Leaderboard
 from .render import plot_curves, write_html, write_tables
-from .vendor import time_network_references, time_references, time_vendor
+from .vendor import PER_CALL, best_vendor, time_against_vendor, time_network_references, time_references, time_vendor
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +140,10 @@ LANDSCAPE_AGENTS = ("random", "ga", "dgd", "ga-random-model", "dgd-random-model"
 LANDSCAPE_TRIAL_POINTS = (16, 32, 64, 128, 256, 512)
 LANDSCAPE_TIME_POINTS = (30.0, 60.0, 120.0, 300.0)
 NETWORK_ID_PREFIX = "Network-"  # env ids of networks (Network-ResNet18-v0), which task schedulers tune
+PAIRED_PAIRS = 30  # samples of the winner, each between two of the vendor's (paired_vendor)
+# The vendor references time_against_vendor can call beside a kernel: PyTorch's float32 calls. NumPy's OpenBLAS
+# and the int8 / bf16 references are only timed apart.
+PAIRED_BACKENDS = ("torch", "onednn", "mkl")
 _Saved = TypeVar("_Saved")  # a TuningResult, vendor timings
 
 
@@ -229,7 +256,7 @@ def compare(env_ids: "Sequence[str | Network] | str | Network", agents: str | Se
             ray: str | None = None, space: str | None = None, dtype: str | None = "float32",
             measure_per_round: int | None = None, search: str | None = None,
             search_options: Mapping[str, Any] | None = None, backend: str = "tvm", landscape: str | None = None,
-            jobs: int | None = None) -> Leaderboard:
+            jobs: int | None = None, paired_vendor: bool = True) -> Leaderboard:
     """Run every agent on every env with the same budget, one at a time, into one database.
 
     Args:
@@ -270,6 +297,9 @@ def compare(env_ids: "Sequence[str | Network] | str | Network", agents: str | Se
             time in their own processes (default: one per core; ``jobs=1`` runs them in this process, where
             agents registered at run time are known), scored against the true optimum.
         landscape: the CPU folder of the landscapes to use (default: this CPU's, else another CPU's, with a note).
+        paired_vendor: after the re-timing, time the env's best winner against its vendor reference in one
+            process (see the module docs; layers on this machine's CPU with ``remeasure`` > 0 and ``vendor``).
+            False: not timed, and a paired timing an earlier run saved in ``out_dir`` is dropped.
 
     Returns the :class:`Leaderboard` (also written to ``out_dir``).
     """
@@ -296,6 +326,8 @@ def compare(env_ids: "Sequence[str | Network] | str | Network", agents: str | Se
     time_points = None if time_points is None else tuple(number("a time point", t, positive=True)
                                                          for t in time_points)
     remeasure = integer("remeasure", remeasure, minimum=0)
+    if not isinstance(paired_vendor, bool):
+        raise InvalidTypeError(f"paired_vendor must be True or False, got {type(paired_vendor).__name__}")
     target = resolve_target(target)
     if networks:
         if ray is not None:
@@ -305,6 +337,12 @@ def compare(env_ids: "Sequence[str | Network] | str | Network", agents: str | Se
     if target.remote is not None and vendor:
         log.warning("compare: the vendor libraries run on this machine, not on %s: no vendor rows", target.label)
         vendor = False
+    pairing = paired_vendor and vendor and remeasure > 0 and not networks
+    if pairing and (ray is not None or target.kind != "llvm"):
+        # One process must call both the kernel and the vendor library, on the CPU the re-timed column was timed on.
+        log.info("compare: the winners are not timed against the vendors in one process %s",
+                 "on a Ray cluster (its nodes re-time them)" if ray is not None else f"on {target.label}")
+        pairing = False
     out = _out_dir(out_dir)
     db_path = database_path(db) if db is not None else default_path()
     # Everything that can be refused was checked: now the output directory and the database.
@@ -314,7 +352,7 @@ def compare(env_ids: "Sequence[str | Network] | str | Network", agents: str | Se
     board.labels.update({env_id: _label(item) for env_id, item in tuned.items()})
     plan = _Plan(tuned, [(e, s, a) for e in env_ids for s in seed_list for a in names], built, options, budget,
                  time_budget, out, vendor, remeasure, progress, native_blas, default_space, measure_per_round,
-                 search, dict(search_options or {}))
+                 search, dict(search_options or {}), pairing)
     try:
         if ray is None:
             _run_local(board, plan, db_path, target)
@@ -325,6 +363,8 @@ def compare(env_ids: "Sequence[str | Network] | str | Network", agents: str | Se
             with contextlib.suppress(OSError):
                 directory.rmdir()
         raise
+    if not paired_vendor:
+        _drop_paired(board, plan)
     write_tables(board, out)
     plots = plot_curves(board, out) if plot else []
     write_html(board, out, plots)
@@ -395,6 +435,7 @@ class _Plan:
     measure_per_round: int | None = None  # a network's trials per round (None: Ansor's)
     search: str | None = None  # the search inside a network's layers (None: the network env's)
     search_options: dict[str, Any] | None = None
+    paired_vendor: bool = False  # time each env's best winner against its vendor in one process (module docs)
 
     def env_space(self, agent) -> str:
         """The space of the env ``agent`` tunes (the plan's, or the agent's own; a network's: the plan's)."""
@@ -504,14 +545,17 @@ def _run_local(board: Leaderboard, plan: _Plan, db_path: str | Path, target: Tar
         if plan.remeasure > 0:
             for env_id in board.env_ids:
                 runs, refs = _to_retime(board, env_id, plan.remeasure)
-                if not runs and not refs:
-                    continue
-                spaces = {r.space: _space_for(env_for, env_id, r.space, plan.space or "tiles") for _, _, r in runs}
-                kernel_values, vendor_values = retime_interleaved(
-                    context.measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
-                    [(plan.tuned[env_id], ref["backend"], ref.get("choice") or ref["layout"]) for ref in refs],
-                    plan.remeasure, f"re-timing {env_id}", plan.progress, plan.native_blas)
-                _store_retimes(board, env_id, runs, refs, kernel_values, vendor_values, plan)
+                if runs or refs:
+                    spaces = {r.space: _space_for(env_for, env_id, r.space, plan.space or "tiles")
+                              for _, _, r in runs}
+                    kernel_values, vendor_values = retime_interleaved(
+                        context.measurer, [(spaces[r.space], r.best_config) for _, _, r in runs],
+                        [(plan.tuned[env_id], ref["backend"], ref.get("choice") or ref["layout"]) for ref in refs],
+                        plan.remeasure, f"re-timing {env_id}", plan.progress, plan.native_blas)
+                    _store_retimes(board, env_id, runs, refs, kernel_values, vendor_values, plan)
+                if plan.paired_vendor:  # also when every round was saved: a paired timing may not have been
+                    _pair_winner(board, env_id, plan, functools.partial(_space_for, env_for, env_id,
+                                                                        env_space=plan.space or "tiles"))
     finally:
         if bar is not None:
             bar.close()
@@ -756,6 +800,89 @@ def median_or_none(values: Sequence[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
+# -- the winner against the vendor, in one process ---------------------------------------------------------------
+def paired_reference(refs: Sequence[dict[str, Any]], workload: Workload, per_call: bool = True
+                     ) -> dict[str, Any] | None:
+    """The vendor reference a winner is timed against in one process: the fastest of ``refs`` (re-timed where it
+    was) that :func:`.vendor.time_against_vendor` can call, a per-call one first with ``per_call`` (as the vendor
+    line compares: a compare run's kernels pack their inputs in every call); None when none can be (int8, bf16)."""
+    if workload.dtype != "float32":
+        return None
+    pairable = [ref for ref in refs if ref.get("backend") in PAIRED_BACKENDS]
+    return (best_vendor(pairable, PER_CALL) if per_call else None) or best_vendor(pairable)
+
+
+def time_paired_vendor(space: Space, config: Config, ref: Mapping[str, Any], *, pairs: int = PAIRED_PAIRS,
+                       native_blas: bool = False) -> dict[str, Any]:
+    """``config`` of ``space`` built here and timed against the vendor reference ``ref`` (a
+    ``VendorResult.to_json()`` dict) in one fresh process (:func:`.vendor.time_against_vendor`), on this CPU.
+
+    Ratios read as the table's: the kernel's GFLOP/s over the vendor's (above 1, the kernel is faster).
+    ``speedup``: the median of the ``pairs`` paired samples, ``spread``: their robust spread (1.4826 MAD /
+    median), ``speedup_apart``: the same process's two separate timings; ``vendor_drift``: the vendor's median
+    sample while paired over its separate timing, minus one; ``steal``: the hypervisor's share of the cores
+    meanwhile (None where the machine does not tell). Also the kernel (``space``, ``config``), the vendor as
+    that process named it (``vendor_process``) and its raw figures (``latency_ratios``: each paired sample's
+    kernel latency over the vendor's).
+    """
+    with tempfile.TemporaryDirectory(prefix="tensorgym-paired-") as work:
+        builder = space.builder()
+        built = build(builder, config, work)
+        timing = time_against_vendor(builder, config, built["path"], ref["backend"],
+                                     ref.get("choice") or ref["layout"], pairs=pairs, native_blas=native_blas)
+    speedups = [1.0 / r for r in timing["paired_ratios"]]
+    return {"space": space.name, "config": config.to_json(), "pairs": pairs,
+            "speedup": float(np.median(speedups)), "spread": robust_spread(speedups),
+            "speedup_apart": timing["vendor_s"] / timing["kernel_s"],
+            "vendor_drift": timing.get("vendor_drift"), "steal": timing.get("steal"),
+            "vendor_process": timing["vendor"], "thread_pools": timing["thread_pools"],
+            "kernel_s": timing["kernel_s"], "vendor_s": timing["vendor_s"],
+            "latency_ratios": timing["paired_ratios"]}
+
+
+def _winner(board: Leaderboard, env_id: str) -> tuple[str, TuningResult] | None:
+    """The env's best run ``(agent, result)`` by re-timed GFLOP/s (None when none was re-timed)."""
+    runs = [(name, r) for name in board.agents for r in board.results.get((env_id, name), [])
+            if r.best_config is not None and r.extra.get("remeasured_gflops")]
+    return max(runs, key=lambda run: run[1].extra["remeasured_gflops"], default=None)
+
+
+def _pair_winner(board: Leaderboard, env_id: str, plan: _Plan, space_for: Callable[[str], Space]) -> None:
+    """Time ``env_id``'s best winner against its vendor reference in one process (see the module docs), into
+    that reference's ``"paired"`` entry and the env's vendor file; one saved of the same kernel, run and
+    reference is reused. ``space_for``: the space object of a result's space name."""
+    refs = board.vendor.get(env_id, [])
+    winner, ref = _winner(board, env_id), paired_reference(refs, plan.tuned[env_id])
+    if winner is None or ref is None:
+        log.info("compare: %s's winner is not timed against a vendor in one process: %s", env_id,
+                 "no winner was re-timed" if winner is None else "no vendor reference can share its process")
+        return
+    agent, result = winner
+    held = ref.get("paired") or {}
+    if (held.get("agent"), held.get("seed"), held.get("space"), held.get("config"), held.get("pairs")) == (
+            agent, result.seed, result.space, result.best_config.to_json(), PAIRED_PAIRS):
+        return
+    for other in refs:  # a saved one is of another winner or reference: the line must not name it
+        other.pop("paired", None)
+    log.info("compare: timing %s's winner (%s, seed %d) against %s in one process", env_id, agent, result.seed,
+             ref.get("library"))
+    try:
+        ref["paired"] = {"agent": agent, "seed": result.seed, **time_paired_vendor(
+            space_for(result.space), result.best_config, ref, native_blas=plan.native_blas)}
+    except Exception as exc:  # noqa: BLE001 - the table and the re-timed column stand without it
+        log.warning("compare: timing %s's winner against %s in one process failed: %s", env_id,
+                    ref.get("library"), f"{type(exc).__name__}: {exc}"[:500])
+    _write_json(plan.vendor_path(env_id), refs)
+
+
+def _drop_paired(board: Leaderboard, plan: _Plan) -> None:
+    """Remove the paired timings a run saved (a compare with ``paired_vendor=False``): from the board, and from
+    the vendor files, which are the board's vendor entries."""
+    for env_id, refs in board.vendor.items():
+        if any("paired" in ref for ref in refs):
+            for ref in refs:
+                ref.pop("paired", None)
+            _write_json(plan.vendor_path(env_id), refs)
 
 
 # -- on landscapes -----------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ import numpy as np
 from tensorgym.text import format_table, slug
 from tensorgym.tuner import TuningResult
 
+from .methodology import Reference, seed_scores
 from .stats import compare_runs, geomean, mean_ci
 
 ABLATIONS = {"ga": "ga-random-model", "dgd": "dgd-random-model"}
@@ -96,12 +97,15 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
             dgd: str = "dgd", ga: str = "ga", dgd_seconds: float = 120.0, need: int = 2,
             labels: Mapping[str, str] | None = None, *, headline_dgd: str | None = None,
             headline_ga: str | None = None, headline_trials: int | None = None,
-            optima: Mapping[str, float] | None = None) -> dict[str, Any]:
+            optima: Mapping[str, float] | None = None,
+            references: Mapping[str, Reference] | None = None) -> dict[str, Any]:
     """The report as data (see the module docs); ``results``: env -> agent -> runs (one per seed).
 
     ``headline_dgd`` / ``headline_ga``: the runs the headline compares (default ``dgd`` and ``ga``: runs with a longer
     budget can be kept under other names, e.g. ``"ga@1000"``); ``headline_trials``: the GA's trials there (default:
     the largest budget). ``optima``: env -> the true optimum's GFLOP/s, for the fraction-of-optimum figures.
+    ``references``: env -> what its methodology scores are measured against (a landscape's
+    :func:`~.methodology.exhaustive_reference`: the true optimum), for each run's score and the headline table.
     """
     budgets = sorted(int(b) for b in budgets)
     top = budgets[-1]
@@ -112,6 +116,8 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
     envs: dict[str, Any] = {}
     for env_id, by_agent in results.items():
         ref_runs = list(by_agent.get(reference, []))
+        score_ref = (references or {}).get(env_id)
+        ref_scores = seed_scores(ref_runs, score_ref)
         ref_best = {b: [r.best_at(trials=b) for r in ref_runs] for b in budgets}
         threshold = float(np.mean(ref_best[top])) if ref_runs else 0.0
         agents: dict[str, Any] = {}
@@ -132,6 +138,10 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
             if agent != reference and ref_runs:
                 entry[f"re-timed_vs_{reference}"] = compare_runs(
                     retimed, [r.extra.get("remeasured_gflops") for r in ref_runs]).to_json()
+            scores = seed_scores(runs, score_ref)
+            entry["score"] = _stat(scores)
+            if agent != reference and ref_scores and scores:
+                entry[f"score_vs_{reference}"] = compare_runs(scores, ref_scores).to_json()
             entry["clock_s"] = _stat([r.trials[-1].elapsed_s if r.trials else None for r in runs])
             reach = [trials_to_reach(r, threshold) for r in runs]
             entry[f"to_{reference}@{top}"] = {"values": reach, "reached": sum(v is not None for v in reach),
@@ -168,6 +178,17 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
                 out.append(env_id)
         return out
 
+    def above_by_score(agent: str, other: str = reference) -> list[str]:
+        """Envs where ``agent``'s mean score is above ``other``'s and their 95 % intervals do not overlap."""
+        out = []
+        for env_id, env in envs.items():
+            mine, theirs = env["agents"].get(agent, {}).get("score"), env["agents"].get(other, {}).get("score")
+            if mine and theirs and mine["mean"] is not None and theirs["mean"] is not None:
+                cmp = compare_runs(mine["values"], theirs["values"])
+                if cmp.separated and cmp.mean_a > cmp.mean_b:
+                    out.append(env_id)
+        return out
+
     def above_everywhere(agent: str) -> list[str]:
         """Envs where ``agent`` is above the reference at every budget."""
         sets = [set(above(agent, f"vs_{reference}@{b}")) for b in budgets]
@@ -188,7 +209,12 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
     headline_geomean = geomean(ratios)
     enough = min(need, len(envs))
     every = "@" + ",".join(str(b) for b in budgets)
+    scored = any(agent["score"]["mean"] is not None for env in envs.values() for agent in env["agents"].values())
     targets = {
+        **{f"{a} above {other} by score": {"envs": above_by_score(a, other),
+                                           "met": len(above_by_score(a, other)) >= enough}
+           for a in (ga, dgd) for other in (reference, ABLATIONS[a])
+           if scored and any(other in env["agents"] for env in envs.values())},
         f"{ga} above {reference}@{top}": {"envs": above(ga), "met": len(above(ga)) >= enough},
         f"{dgd} above {reference}@{top}": {"envs": above(dgd), "met": len(above(dgd)) >= enough},
         **{f"{a} above {reference}{every}": {"envs": above_everywhere(a), "met": len(above_everywhere(a)) >= enough}
@@ -235,12 +261,28 @@ def _ratio(cmp: Mapping[str, Any] | None) -> str:
     return f"{cmp['ratio']:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
 
 
+def _score_headline(report: Mapping[str, Any]) -> list[str]:
+    """The headline table: each agent's methodology score on each env, mean [95 % interval] over seeds (empty
+    without scores). Runs kept under another name for a longer budget (``ga@1000``) are left to the tables below."""
+    envs = report["envs"]
+    agents = list(dict.fromkeys(a for env in envs.values() for a, entry in env["agents"].items()
+                                if "@" not in a and entry.get("score", {}).get("mean") is not None))
+    if not agents:
+        return []
+    reference = report["settings"]["reference"]
+    cells = [[agent] + [_ci(envs[e]["agents"][agent]["score"], 2) if agent in envs[e]["agents"] else "-"
+                        for e in envs] for agent in agents]
+    return [f"\n== headline: methodology score against the true optimum, mean [95 % interval] over seeds "
+            f"(0: {reference} search's expected curve, 1: the optimum from the first trial) ==",
+            format_table(cells, ["agent", *(envs[e]["label"] or e for e in envs)])]
+
+
 def render(report: Mapping[str, Any]) -> str:
     """The report as text: one table per env, then the ablations, the headline and the targets."""
     settings = report["settings"]
     budgets, reference = settings["budgets"], settings["reference"]
     top = budgets[-1]
-    lines = []
+    lines = _score_headline(report)
     for env_id, env in report["envs"].items():
         lines.append(f"\n== {env_id} {('(' + env['label'] + ')') if env['label'] else ''}: best GFLOP/s, mean "
                      f"[95 % interval] over seeds; ratio to {reference} [bootstrap 95 %], Welch p ==")

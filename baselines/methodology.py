@@ -250,6 +250,19 @@ def score_runs(results: Sequence[TuningResult], ref: Reference | None) -> Scores
                   score(by_time, ref.baseline_time(), ref.optimum))
 
 
+def seed_scores(results: Sequence[TuningResult], ref: Reference | None) -> list[float]:
+    """Each run's own score over trials against ``ref`` (empty when the score is not defined).
+
+    ``P`` is linear in the curve, so their mean is :func:`score_runs`' score of the mean curve exactly, and their
+    spread over seeds gives that score a confidence interval (:func:`.stats.mean_ci`).
+    """
+    runs = [r for r in results if r.trials]
+    if ref is None or not runs:
+        return []
+    baseline = ref.baseline_trials()
+    return [score([r.best_at(trials=m) for m in range(1, ref.trials + 1)], baseline, ref.optimum) for r in runs]
+
+
 def area_under_curve(result: TuningResult, trials: int, optimum: float) -> float | None:
     """The area under one run's best-so-far curve over 1..``trials``, as a fraction of ``optimum``'s.
 

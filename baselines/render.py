@@ -19,6 +19,7 @@ from tensorgym.text import format_table, slug
 from tensorgym.tuner import TuningResult
 
 from .board import REACH_FRACTION, REFERENCE, Leaderboard
+from .stats import mean_ci
 
 _DIGITS = {"score": 2, "score(t)": 2, "AUC": 2}  # decimals of the columns that are not GFLOP/s
 
@@ -59,7 +60,8 @@ def markdown(board: Leaderboard) -> str:
     header, cells = _cells(board)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(c or " " for c in row) + " |" for row in cells]
-    return "\n".join(lines) + f"\n\n{caption(board)}\n"
+    paired = "".join(f"\n{line}\n" for line in board.paired_vendor_lines())
+    return "\n".join(lines) + f"\n\n{caption(board)}\n" + paired
 
 
 def caption(board: Leaderboard) -> str:
@@ -306,6 +308,22 @@ def _value_html(value: str) -> str:
     return f'{html.escape(mean)} <span class="range">{html.escape(rest)}</span>' if sep else html.escape(value)
 
 
+def score_headline(board: Leaderboard) -> tuple[list[str], list[list[str]]] | None:
+    """The board's headline: agents x envs, each cell the methodology score, mean [95 % interval] over seeds
+    (None where no env has a score: no random runs and no landscape)."""
+    columns = [e for e in board.env_ids if board.methodology_reference(e) is not None]
+    if not columns:
+        return None
+    rows = []
+    for agent in board.agents:
+        cells = [agent]
+        for env_id in columns:
+            mean, low, high = mean_ci(board.seed_scores(env_id, agent))
+            cells.append("-" if mean is None else f"{mean:.2f}" + ("" if low is None else f" [{low:.2f}, {high:.2f}]"))
+        rows.append(cells)
+    return ["agent", *(board.labels.get(e) or e for e in columns)], rows
+
+
 def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
     """The board as one self-contained HTML page: settings, the table, its caption, what the scores are
     measured against, failed runs, and the ``plots`` embedded as base64 PNGs (no script, no external file)."""
@@ -343,6 +361,16 @@ def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
                        f'src="data:image/png;base64,{data}"><figcaption>{esc(name)}</figcaption></figure>')
     errors = "".join(f"<li>{esc(e['agent'])} on {esc(e['env'])} (seed {e['seed']}): "
                      f"{esc(e['error'].splitlines()[0] if e['error'] else '')}</li>" for e in board.errors)
+    headline = score_headline(board)
+    headline_html = "" if headline is None else (
+        '<h2>Methodology score</h2><p class="notes">Against the true optimum on a landscape, else the best known; '
+        "0 is random search's expected curve, 1 the optimum from the first trial; mean [95 % interval] over "
+        'seeds. The detail follows.</p><div class="table"><table id="headline"><thead><tr>'
+        + "".join(f'<th class="text">{esc(h)}</th>' if i == 0 else f"<th>{esc(h)}</th>"
+                  for i, h in enumerate(headline[0])) + "</tr></thead><tbody>"
+        + "".join('<tr class="agent">' + "".join(f'<td class="text">{esc(v)}</td>' if i == 0 else
+                                                 f"<td>{_value_html(v)}</td>" for i, v in enumerate(row)) + "</tr>"
+                  for row in headline[1]) + "</tbody></table></div>")
     settings = (f"{len(board.env_ids)} env(s), agents {', '.join(board.agents)}, seeds {board.seeds}, "
                 f"budget {board.budget} measurements" + (f", {board.time_budget:g} s of tuning clock"
                                                          if board.time_budget else "") + ".")
@@ -352,6 +380,8 @@ def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
 <body>
 <h1>tensorgym leaderboard</h1>
 <p class="settings">{esc(settings)}</p>
+{headline_html}
+{"<h2>Detail</h2>" if headline_html else ""}
 <div class="table"><table id="leaderboard"><thead><tr>{
     "".join(f'<th class="text">{esc(h)}</th>' if i < 2 else f"<th>{esc(h)}</th>" for i, h in enumerate(header))
 }</tr></thead>
@@ -359,6 +389,7 @@ def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
 {chr(10).join(rows)}
 </tbody></table></div>
 <p class="caption">{esc(caption(board))}</p>
+{"".join(f'<p class="notes paired">{esc(line)}</p>' for line in board.paired_vendor_lines())}
 {f'<p class="notes">Vendor references (library, version, kernel family, layout):</p><ol id="vendors" class="notes">'
  f'{vendor_notes}</ol>' if vendor_notes else ""}
 <h2>What the scores are measured against</h2>

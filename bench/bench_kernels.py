@@ -15,6 +15,15 @@ family they ran. Vendor processes clear ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SI
 (``native_blas``). A ratio is never printed from a re-timing whose every round
 was taken while other processes took the cores (``busy``); those rows say so.
 
+Beside the best kernel's ratio to the vendor's best, the **paired /vendor**
+figure: that kernel (the best at ``max(--budgets)``) and the fastest re-timed
+vendor reference PyTorch can call beside it (not OpenBLAS) timed in one process,
+each of ``--pairs`` kernel samples between two of the vendor's
+(:func:`tensorgym.baselines.compare.time_paired_vendor`). Two separate re-timings
+carry whatever the machine did between them; two timings milliseconds apart
+share the VM's state. It is in the JSON as each layer's ``paired_vendor``
+(absent in reports of earlier versions, which ``--merge`` still reads).
+
 Part 2, trial cost. The mean and median wall seconds per freshly measured
 trial (``Record.wall_s``: the trial's share of its batch's build phase plus its
 check and timing) of the ``random`` agent on R5 and M3, ``--trial-budget``
@@ -190,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--retime", type=int, default=3, help="interleaved re-timing rounds (default 3)")
     parser.add_argument("--vendors", type=int, default=None, help="time only the first N vendor references")
+    parser.add_argument("--pairs", type=int, default=30,
+                        help="paired samples of the best kernel against the vendor in one process (0: none)")
     parser.add_argument("--db", default=None, help="database (default: a fresh temporary one)")
     parser.add_argument("--json", default=None, help="write every figure to this JSON file")
     parser.add_argument("--no-calibrate", action="store_true", help="do not calibrate the microkernels first")
@@ -204,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure nothing: print one report of these runs' --json files (a run in chunks) "
                              "and write it to --json")
     args = parser.parse_args(argv)
+    if args.pairs < 0:
+        print("error: --pairs must be 0 (none) or more", file=sys.stderr)
+        return 2
     if args.merge:
         return merge_reports(args.merge, args.json)
 
@@ -297,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                                              "retimed_samples": values,
                                              "busy_trials": result.extra.get("busy_trials", 0),
                                              "retimed_busy": busy})
+            if args.pairs > 0:
+                layer_out["paired_vendor"] = pair_best(layer_out, runs, base, max(args.budgets), args.pairs)
             text, ratio = layer_table(layer_out, max(args.budgets))
             print(text, flush=True)
             if ratio is not None:
@@ -341,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
 def layer_table(layer_out: dict, top_budget: int) -> tuple[str, float | None]:
     """The table of one layer's re-timed kernels and vendors, and its best kernel at ``top_budget`` over the
     vendor's best (None when either was re-timed only on a busy machine)."""
+    from tensorgym.baselines.board import paired_text
     from tensorgym.baselines.vendor import PRE_PACKED
     from tensorgym.text import format_table
 
@@ -371,7 +388,33 @@ def layer_table(layer_out: dict, top_budget: int) -> tuple[str, float | None]:
             lines.append(f"   best tensorgym kernel @{top_budget} ({top[2]}) / vendor's best "
                          f"({best_overall['library']} {best_overall['layout']}): {ratio:.2f}x; "
                          f"{100 * top[0] / peak:.0f} % of peak")
+    paired = layer_out.get("paired_vendor")  # reports of earlier versions have none
+    if paired:
+        lines.append(f"   paired /vendor: best tensorgym kernel @{paired['budget']} ({paired['combo']}) / "
+                     f"{paired['vendor']}, {paired_text(paired)}")
     return "\n".join(lines), ratio
+
+
+def pair_best(layer_out: dict, runs: list, workload, top_budget: int, pairs: int) -> dict | None:
+    """The best kernel at ``top_budget`` (re-timed) and the fastest re-timed vendor reference that can share
+    its process, timed in one process (:func:`tensorgym.baselines.compare.time_paired_vendor`); None when
+    there is no such pair, or the timing failed (said)."""
+    from tensorgym.baselines.compare import PAIRED_BACKENDS, time_paired_vendor
+
+    kernels = [(k, space, config) for k, (_, budget, space, (config, _), _, _) in zip(layer_out["kernels"], runs)
+               if budget == top_budget and k["retimed"]]
+    vendors = [v for v in layer_out["vendors"] if v["retimed"] and v.get("backend") in PAIRED_BACKENDS]
+    if not kernels or not vendors or workload.dtype != "float32":
+        return None
+    kernel, space, config = max(kernels, key=lambda item: item[0]["retimed"])
+    ref = max(vendors, key=lambda v: v["retimed"])
+    try:
+        timing = time_paired_vendor(space, config, ref, pairs=pairs, native_blas=True)
+    except Exception as exc:  # noqa: BLE001 - the layer's table stands without it
+        print(f"   paired /vendor: failed: {type(exc).__name__}: {str(exc)[:300]}")
+        return None
+    return {"combo": kernel["combo"], "budget": top_budget, "vendor": f"{ref['library']} {ref['layout']}",
+            **timing}
 
 
 def print_geomean(ratios: list[float]) -> float:

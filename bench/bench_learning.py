@@ -286,7 +286,7 @@ def run_landscapes(args: argparse.Namespace) -> int:
     report = analyse(results, budgets=budgets, time_points=LANDSCAPE_TIME_POINTS, dgd_seconds=args.dgd_seconds,
                      need=min(3, len(envs)), labels=board.labels, headline_dgd=headline_dgd,
                      headline_ga=headline_ga, headline_trials=args.headline_trials if long_board else None,
-                     optima=optima)
+                     optima=optima, references={e: board.methodology_reference(e) for e in board.landscapes})
     learning_head = header(f"What learns, and by how much: the learning agents on {cpu}'s landscapes", target)
     text = "\n".join([*learning_head, f"landscapes: {landscapes}",
                       f"runs: {seeds} seeds x {args.budget} trials per agent and layer; GA and DGD also "

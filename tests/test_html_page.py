@@ -137,3 +137,27 @@ def test_a_headless_browser_renders_the_table_and_every_plot(page, tmp_path):
     assert line_pixels(screen) == sum(expected)  # every plot is on the screen, whole and pixel for pixel
     header = np.all(screen == np.array((0xEE, 0xF0, 0xF3), dtype=np.uint8), axis=-1).sum()
     assert header > 1000  # the tables' header cells were painted
+
+
+def test_the_headline_table_of_scores_comes_first(page):
+    board, _, path = page
+    text = path.read_text()
+    headline = _parse(text).tables["headline"]
+    assert headline[0] == ["agent", *board.env_ids]  # agents x envs: one compact table
+    assert [row[0] for row in headline[1:]] == board.agents
+    assert text.index('id="headline"') < text.index('id="leaderboard"')
+    mean = float(headline[2][1])  # ga on E1: the mean of its seeds' scores, which is the detail's score column
+    assert mean == pytest.approx(board.methodology_stats("E1", "ga")["score"].mean, abs=0.006)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")
+def test_the_headline_fits_a_1400_pixel_window_in_a_headless_browser(page, tmp_path):
+    _, _, path = page
+    probe = tmp_path / "probe.html"  # the page, plus a script that writes the headline's laid-out width into it
+    probe.write_text(path.read_text().replace("</body>", "<script>var t = document.getElementById('headline'); "
+                                              "document.body.setAttribute('data-width', t.getBoundingClientRect()"
+                                              ".right + ',' + window.innerWidth);</script></body>"))
+    dom = _chromium(["--window-size=1400,900", "--dump-dom", probe.as_uri()])
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    right, window = (float(v) for v in re.search(r'data-width="([\d.]+),([\d.]+)"', dom.stdout).groups())
+    assert window == 1400 and right <= window  # no column of the headline off-screen

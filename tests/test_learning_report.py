@@ -122,3 +122,22 @@ def test_runs_without_re_timing_have_no_re_timed_targets_or_columns():
     report = analyse(res, budgets=(4, 8), dgd_seconds=4.0)
     assert not any("re-timed" in name for name in report["targets"])
     assert "re-timed" not in render(report)
+
+
+def test_the_headline_is_each_agents_score_with_its_interval_over_seeds():
+    import numpy as np
+
+    from tensorgym.baselines.methodology import exhaustive_reference
+
+    space = np.linspace(0.0, 140.0, 400)  # a landscape's configs: the true optimum 140
+    refs = {e: exhaustive_reference(space, seconds_per_trial=1.0, trials=8) for e in ("A", "B", "C")}
+    report = analyse(results(), budgets=(4, 8), dgd_seconds=4.0, references=refs)
+    a = report["envs"]["A"]["agents"]
+    assert a["dgd"]["score"]["mean"] > a["ga"]["score"]["mean"] > a["random"]["score"]["mean"]
+    low, high = a["ga"]["score"]["ci"]
+    assert low < a["ga"]["score"]["mean"] < high and a["ga"]["score"]["n"] == 5
+    assert report["targets"]["ga above random by score"]["envs"] == ["A", "B"]
+    assert report["targets"]["dgd above dgd-random-model by score"]["envs"] == []  # 130 against 131
+    text = render(report)
+    assert text.index("== headline: methodology score") < text.index("== A")
+    assert "by score" not in render(analyse(results(), budgets=(4, 8), dgd_seconds=4.0))  # no references

@@ -141,3 +141,13 @@ def test_random_search_scores_zero_in_expectation_against_a_landscape():
 def test_over_time_random_search_has_finished_whole_draws():
     assert list(methodology.draws_by([0.1, 1.0, 1.5, 2.0 - 1e-12, 3.0], 1.0)) == [1.0, 1.0, 1.0, 2.0, 3.0]
     assert list(methodology.draws_by(np.array([0.3, 0.6, 0.9]) * 3, 0.3)) == [3.0, 6.0, 9.0]  # no rounding down
+
+
+def test_each_seeds_score_averages_to_the_score_of_the_mean_curve():
+    rng = np.random.default_rng(1)
+    runs = [_run("ga", list(rng.permutation(SKEWED)[:6]), seed) for seed in range(7)]
+    ref = methodology.exhaustive_reference(SKEWED, seconds_per_trial=1.0, trials=6)
+    per_seed = methodology.seed_scores(runs, ref)
+    assert len(per_seed) == 7 and len(set(per_seed)) > 1
+    assert np.mean(per_seed) == pytest.approx(methodology.score_runs(runs, ref).trials)  # P is linear in C
+    assert methodology.seed_scores(runs, None) == []

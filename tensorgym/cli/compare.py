@@ -45,6 +45,10 @@ def add_parser(subparsers) -> None:
                    help="data type of the workloads (default: float32)")
     p.add_argument("--remeasure", type=int, default=3,
                    help="rounds of re-timing every run's best config and the vendors at the end (default: 3)")
+    p.add_argument("--no-paired-vendor", action="store_true",
+                   help="do not time each env's best winner against the vendor in one process after the re-timing "
+                        "(by default it is, on this machine's CPU: the paired ratio does not carry what the "
+                        "machine did between two separate timings)")
     p.add_argument("--native-blas", action="store_true",
                    help="clear OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in the vendor processes (OpenBLAS picks its "
                         "kernel for this CPU)")
@@ -95,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
                     time_budget=args.time_budget, vendor=not args.no_vendor, plot=not args.no_plot,
                     progress=not args.quiet, remeasure=args.remeasure, shape=shape, native_blas=args.native_blas,
                     target=target, ray=args.ray, space=args.space, dtype=args.dtype,
-                    agent_options=_agent_options(args), backend=args.backend, landscape=args.landscape, jobs=args.jobs)
+                    agent_options=_agent_options(args), backend=args.backend, landscape=args.landscape, jobs=args.jobs,
+                    paired_vendor=not args.no_paired_vendor)
     if landscape:
         print(f"landscapes: {', '.join(f.path for f in board.landscapes.values())}", file=sys.stderr)
         return report(board, args.out)
@@ -107,13 +112,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(board: Leaderboard, out_dir: str) -> int:
-    """Print a board (of ``compare`` or ``compare-network``): its table and caption, a warning on stderr when the
+    """Print a board (of ``compare`` or ``compare-network``): its table and caption, the vendor lines (each
+    agent over the vendor's best; the best winner against a vendor in one process), a warning on stderr when the
     machine was busy, each failed run (the first line of its error) and where the files are. Returns the exit
     status: 1 when a run failed."""
     print()
     print(text_table(board))
     print(f"\n{caption(board)}")
-    for line in vendor_lines(board):
+    for line in vendor_lines(board) + board.paired_vendor_lines():
         print(line)
     warning = busy_summary(board)
     if warning:
