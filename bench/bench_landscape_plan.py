@@ -25,6 +25,7 @@ import numpy as np
 
 from tensorgym.baselines.fidelity import random_search_profile
 from tensorgym.cli.args import int_list
+from tensorgym.database import Database
 from tensorgym.envs.registration import workload_of
 from tensorgym.landscape import Landscape, find_landscape
 from tensorgym.landscape.shipped import sample_path
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-configs", type=int_list, default=(1024, 2048, 4096), help="sizes to try")
     parser.add_argument("--top", type=float, default=0.05, help="the share of the sample that decides importance")
     parser.add_argument("--extra", nargs="*", default=(), help="more measured landscape files of the layer")
+    parser.add_argument("--anchor-db", default=None,
+                        help="the database of the anchoring search (`landscape measure`'s, '<db>-anchor.db'): plan "
+                             "around its best config, the one measuring will use (default: the shipped optimum)")
     parser.add_argument("--out", default=None, help="also write the report here")
     args = parser.parse_args(argv)
     target = local_cpu()
@@ -85,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
               f"shipped landscape ({len(shipped)} configs, rule {rule}): measured {_profile(shipped.scores)}, "
               f"predicted {_profile(shipped_predicted)}", ""]
     anchor = shipped.optimum.config  # a config as good as the anchor search found, in place of it
+    if args.anchor_db:
+        with Database(args.anchor_db, readonly=True) as database:
+            found = database.best(workload.key, target.fingerprint, full.name)
+        if not found:
+            parser.error(f"{args.anchor_db} holds no correct kernel of {workload.label}'s tiles space on this CPU")
+        anchor = found[0].config
     anchor_score = float(model.predict(np.array([full.encode(anchor)]))[0])
     rows = []
     for choices in args.choices:

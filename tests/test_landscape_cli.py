@@ -105,6 +105,13 @@ def test_rounds_measure_each_config_again_into_its_own_database_and_export_takes
                  "-q"]) == 0
     text = capsys.readouterr().out
     assert "(2 rounds each, median)" in text and "(round 1 alone: " in text
+    # The landscape file names its own space: the rounds export again without the anchor's database.
+    again_path = tmp / "C7-again.json.gz"
+    assert main(["landscape", "export", str(land_path), "--db", str(db), "--rounds", "2", "--anchor-db",
+                 str(tmp / "absent-anchor.db"), "--out", str(again_path)]) == 0
+    again_land = Landscape.load(again_path)
+    assert not (tmp / "absent-anchor.db").exists()
+    assert list(again_land.latency_s) == list(land.latency_s) and again_land.metadata.notes == land.metadata.notes
 
 
 def test_export_of_rounds_not_measured_and_zero_rounds_are_one_line(measured, capsys):

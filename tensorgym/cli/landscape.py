@@ -97,7 +97,8 @@ def add_parser(subparsers) -> None:
                                    "CPU picks another CPU's), as it is. Either way --t4 also writes the T4 format that "
                                    "autotuning-methodology reads, and --kernel-tuner Kernel Tuner's cache file, which "
                                    "its simulation mode replays; both name the landscape's free parameters only.")
-    p.add_argument("source", help="a suite layer's id (e.g. Conv2d-ResNet-R5-v0) or a landscape file (.json.gz)")
+    p.add_argument("source", help="a suite layer's id (e.g. Conv2d-ResNet-R5-v0) or a landscape file (.json.gz; "
+                                  "with --db, its space is exported from the measurements)")
     p.add_argument("--db", default=None, help="the SQLite database of the measurements (omit: export a landscape "
                                               "file or a shipped landscape as it is)")
     p.add_argument("--landscape", default=None, help="without --db: the CPU folder of the shipped landscape")
@@ -375,10 +376,19 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _measured_landscape(args: argparse.Namespace) -> Landscape:
-    """``export --db``: the landscape of the layer's benchmark space from its measurements, saved to ``--out``."""
-    args.env_id = args.source
+    """``export --db``: the landscape of the layer's benchmark space from its measurements, saved to ``--out``.
+
+    A landscape file as the source gives the space (and its notes) itself, so that a shipped landscape measured
+    again (``landscape check`` or paired rounds) exports without the database of the search that anchored it."""
     _check_rounds(args)
-    anchor, space = _anchored_space(args)
+    if args.source.endswith(SUFFIX) or Path(args.source).is_file():
+        given = Landscape.load(args.source)
+        space, notes = given.space(resolve_target(args.target)), dict(given.metadata.notes or {})
+        args.env_id = given.metadata.env_id
+    else:
+        args.env_id = args.source
+        anchor, space = _anchored_space(args)
+        notes = _space_notes(args, space, anchor)
     paths = [round_path(args.db, r) for r in range(2, args.rounds + 1)]
     absent = [str(p) for p in paths if not p.exists()]
     if absent:
@@ -390,7 +400,7 @@ def _measured_landscape(args: argparse.Namespace) -> Landscape:
         database = stack.enter_context(Database(args.db, readonly=True))
         repeats = [stack.enter_context(Database(p, readonly=True)) for p in paths]
         landscape = export_landscape(database, space, env_id=args.env_id, allow_partial=args.partial,
-                                     repeats=repeats, notes=_space_notes(args, space, anchor))
+                                     repeats=repeats, notes=notes)
     out = args.out or LANDSCAPES_DIR / landscape.cpu_folder / landscape_filename(space.workload, space.name)
     path = landscape.save(out)
     print(f"{space.workload.label}: {len(landscape)} configs on {landscape.cpu_label} -> {path} "
