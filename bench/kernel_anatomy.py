@@ -40,11 +40,21 @@ VARIANTS = (("NCHW", "in-kernel"), ("NCHW", "weights"), ("NCHW", "all"), ("NHWC"
 KNOB = {"in-kernel": 0, "all": 1, "weights": 2}
 
 
+def loop_body(block: str) -> list[str]:
+    """The instructions of a labelled block up to its branch back to its own label (all of them if none).
+
+    What follows that branch in the same block falls through once the loop ends (the accumulators' write-back
+    after a reuse loop, the next tile's loads): it runs once per loop, not once per iteration."""
+    label = block.split(":", 1)[0].strip()
+    lines = [x.strip() for x in block.splitlines() if x.strip() and not x.strip().startswith((".", "#"))]
+    back = [i for i, x in enumerate(lines) if x.startswith("j") and x.split()[-1] == label]
+    return lines[:back[-1] + 1] if back else lines
+
+
 def hottest_loop(asm: str) -> dict:
-    """The instruction mix of the basic block with the most FMAs."""
+    """The instruction mix of the loop body (basic block up to its back-branch) with the most FMAs."""
     blocks = re.split(r"\n(?=\.LBB\d+_\d+:)", asm)
-    best = max(blocks, key=lambda b: b.count("vfmadd"))
-    lines = [x.strip() for x in best.splitlines() if x.strip() and not x.strip().startswith((".", "#"))]
+    lines = max((loop_body(b) for b in blocks), key=lambda body: sum(x.startswith("vfmadd") for x in body))
     ops = [x.split()[0] for x in lines]
     fma = sum(op.startswith("vfmadd") for op in ops)
     broadcasts = sum(op.startswith("vbroadcast") for op in ops) + sum("{1to" in x for x in lines)
@@ -52,7 +62,9 @@ def hottest_loop(asm: str) -> dict:
                        for op, x in zip(ops, lines))
     stores = sum(op in ("vmovaps", "vmovups") and x.split(None, 1)[1].rstrip().endswith(")")
                  for op, x in zip(ops, lines))
-    spills = sum("(%rsp)" in x and op.startswith("vmov") for op, x in zip(ops, lines))
+    # spills: in any FMA loop, not only the hottest (a spilling loop may have fewer FMAs than a clean one)
+    spills = sum(sum("(%rsp)" in x and x.startswith("vmov") for x in body) for body in map(loop_body, blocks)
+                 if any(x.startswith("vfmadd") for x in body))
     return {"instructions": len(lines), "fma": fma, "broadcasts": broadcasts, "vector_loads": vector_loads,
             "vector_stores": stores, "stack_vector_moves": spills,
             "other": len(lines) - fma - broadcasts - vector_loads - stores}
