@@ -7,16 +7,27 @@ check, timing, and the agent's own work. One ``compare`` run per layer, every ru
 
     python bench/bench_trial_cost.py --out bench/reports/trial_cost.txt
     python bench/bench_trial_cost.py --envs Matmul-BERT-M0-v0 --budget 8 --out /tmp/cost.txt   # a smoke run
+
+``--stages DB ...`` adds where a trial's time goes, from the stage timings every record keeps (``build_s``: the
+compile in its builder process; ``run_s``: its check and timing; ``wall_s``: what it added to the run's wall
+time, builds running two at a time), beside the kernel's own latency and the calls timed: a layer whose kernels
+run for tens of milliseconds spends its trial running them. Nothing is measured for it; the
+databases of ``landscape measure`` or ``landscape sample`` hold thousands of records of a layer::
+
+    python bench/bench_trial_cost.py --envs '' --stages work/landscapes-m3.db work/samples.db \
+        --out bench/reports/trial_cost_stages.txt          # the stages alone (--envs '': no runs)
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from tensorgym.baselines.compare import compare
+from tensorgym.database import Database
 from tensorgym.target import local_cpu
 from tensorgym.text import format_table
 
@@ -33,15 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents", default=",".join(AGENTS))
     parser.add_argument("--budget", type=int, default=64, help="trials per run (default 64)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stages", nargs="*", default=(),
+                        help="also profile the stages of the records in these databases (nothing measured)")
     parser.add_argument("--out", default=None, help="also write the report here")
     args = parser.parse_args(argv)
     if args.budget < 1:
         print("error: --budget must be at least 1", file=sys.stderr)
         return 2
     agents = args.agents.split(",")
+    envs = [e for e in args.envs.split(",") if e]
     rows = []
     with tempfile.TemporaryDirectory(prefix="tensorgym-cost-") as work:
-        for env_id in args.envs.split(","):
+        for env_id in envs:
             board = compare([env_id], agents, budget=args.budget, seeds=[args.seed], db=Path(work) / f"{env_id}.db",
                             out_dir=Path(work) / env_id, vendor=False, plot=False, progress=False, remeasure=0)
             cost = {}
@@ -56,14 +70,48 @@ def main(argv: list[str] | None = None) -> int:
                              f"{peer / seconds:.1f}x" if peer and seconds and agent != "metaschedule" else "-",
                              ("yes" if seconds <= TARGET_S else "no") if seconds is not None and
                              agent != "metaschedule" else "-"])
-    lines = header(f"Seconds per fresh trial: tensorgym's agents beside MetaSchedule ({args.budget} trials, seed "
-                   f"{args.seed}, one run each, fresh databases)", local_cpu())
-    lines += [format_table(rows, ["layer", "agent", "s / fresh trial", "MetaSchedule's / this",
-                                  f"<= {TARGET_S} s"]),
-              "", "s / fresh trial: the run's wall time over its trials compiled and timed in the run (build pool, "
-                  "load, NumPy check, timing protocol and the agent's own work)."]
+    title = (f"Seconds per fresh trial: tensorgym's agents beside MetaSchedule ({args.budget} trials, seed "
+             f"{args.seed}, one run each, fresh databases)" if envs else "Where a trial's time goes, by stage")
+    lines = header(title, local_cpu())
+    if rows:
+        lines += [format_table(rows, ["layer", "agent", "s / fresh trial", "MetaSchedule's / this",
+                                      f"<= {TARGET_S} s"]),
+                  "", "s / fresh trial: the run's wall time over its trials compiled and timed in the run (build "
+                      "pool, load, NumPy check, timing protocol and the agent's own work).", ""]
+    if args.stages:
+        lines += stage_profile(args.stages)
     emit("\n".join(lines) + "\n", args.out)
     return 0
+
+
+def stage_profile(paths: list[str]) -> list[str]:
+    """Mean seconds per correct record, by stage, of each workload in each database (see the module docs)."""
+    rows = []
+    for path in paths:
+        with Database(path, readonly=True) as database:
+            by_workload: dict[str, list] = {}
+            for record in database.records():
+                if record.ok:
+                    by_workload.setdefault(record.workload, []).append(record)
+        for key, records in sorted(by_workload.items()):
+            run = statistics.fmean(r.run_s for r in records)
+            rows.append([Path(path).name, key.split("(")[0] + f" {_shape(key)}", str(len(records)),
+                         f"{statistics.fmean(r.build_s for r in records):.3f}", f"{run:.3f}",
+                         f"{statistics.fmean(r.wall_s for r in records):.3f}",
+                         f"{1e3 * statistics.fmean(r.latency_s for r in records):.1f}",
+                         f"{1e3 * statistics.median(r.latency_s for r in records):.1f}",
+                         f"{statistics.fmean(r.number * len(r.samples) for r in records):.1f}"])
+    return ["Where a trial's time goes, from the records' own stage timings (mean seconds per correct record):",
+            format_table(rows, ["database", "workload", "records", "build s", "check+timing s", "wall s",
+                                "kernel ms (mean)", "kernel ms (median)", "timed calls"]),
+            "", "build s: the compile in its builder process (two run at once on 2 cores); check+timing s: the "
+                "NumPy check and the timing protocol; wall s: what the record added to the run's wall time; "
+                "timed calls: number x samples (the first call and the check's come on top)."]
+
+
+def _shape(key: str) -> str:
+    inside = key.split("(", 1)[1].rstrip(")") if "(" in key else ""
+    return ",".join(p for p in inside.split(",") if not p.startswith("dtype"))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ def header(title: str, target: Target) -> list[str]:
     dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
     script = Path(sys.argv[0]).resolve()
     command = script.relative_to(HERE.parent) if script.is_relative_to(HERE.parent) else script
-    return [f"# {title}", f"command: python {' '.join([str(command), *sys.argv[1:]])}",
+    return [f"# {title}", f"command: python {shlex.join([str(command), *sys.argv[1:]])}",
             f"commit: {git('rev-parse', '--short', 'HEAD')}{dirty}; CPU: {target.label} ({platform.machine()}); "
             f"fingerprint {target.fingerprint}",
             f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]

@@ -13,6 +13,9 @@ from fakes import SYMBOLIC_CPU
 from tensorgym.suites import all_suite_workloads
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_kernels.py"
+# A best kernel timed against a vendor in one process, as bench_kernels keeps it (figures invented).
+PAIRED = {"space": "tiles", "config": {"a": 1}, "pairs": 30, "speedup": 0.97, "spread": 0.012,
+          "speedup_apart": 0.95, "vendor_drift": 0.004, "steal": 0.0}
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +66,25 @@ def test_merge_refuses_runs_of_different_targets_and_withholds_busy_ratios(bench
     assert bench.main(["--merge", str(b)]) == 0
     text = capsys.readouterr().out
     assert "not given (timed on a busy machine)" in text and "geomean" not in text
+
+
+def _layer(paired: dict | None = None) -> dict:
+    layer = {"peak_gflops": 200.0,
+             "kernels": [{"combo": "tiles-dgd", "budget": 256, "weights": "per call", "first_gflops": 190.0,
+                          "retimed": 180.0, "retimed_busy": False}],
+             "vendors": [{"library": "torch oneDNN", "layout": "NHWC", "weights": "per call", "gflops": 200.0,
+                          "retimed": 200.0, "busy": False, "backend": "torch"}]}
+    if paired is not None:
+        layer["paired_vendor"] = paired
+    return layer
+
+
+def test_bench_kernels_prints_the_paired_figure_beside_the_ratio_and_reads_reports_without_it(bench):
+    text, ratio = bench.layer_table(_layer(), 256)  # a report of an earlier version
+    assert ratio == pytest.approx(0.9) and "paired /vendor" not in text
+    paired = {"combo": "tiles-dgd", "budget": 256, "vendor": "torch oneDNN NHWC", **PAIRED}
+    text, _ = bench.layer_table(_layer(paired), 256)
+    ratio_line, paired_line = text.splitlines()[-2:]
+    assert ratio_line.startswith("   best tensorgym kernel @256 (tiles-dgd) / vendor's best")
+    assert paired_line == ("   paired /vendor: best tensorgym kernel @256 (tiles-dgd) / torch oneDNN NHWC, paired in "
+                           "one process: 0.97x (spread 1.2 %, vendor drift +0.4 %, steal 0.0 %); timed apart: 0.95x")

@@ -1,14 +1,12 @@
-"""compare's winner against the vendor in one process (``paired_vendor``): chosen, kept, reused, dropped; and
-bench_kernels' paired /vendor figure. No test here asserts a speed: only that the figures exist and are sane."""
+"""compare's winner against the vendor in one process (``paired_vendor``): chosen, kept, reused, dropped. No test
+here asserts a speed: only that the figures exist and are sane."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import html
 import json
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -29,7 +27,6 @@ ENV = "tensorgym-test/PairedMatmul64-v0"
 if ENV not in gym.registry:
     gym.register(id=ENV, entry_point="tensorgym.envs.registration:make_env",
                  kwargs={"workload": matmul(64, 64, 64, name="mm64")})
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_kernels.py"
 
 
 def _ref(backend: str, layout: str, gflops: float, weights: str = "per call", **extra) -> dict:
@@ -146,33 +143,3 @@ def test_a_tiny_compare_pairs_its_winner_keeps_it_for_a_resume_and_drops_it_when
     assert "paired in one process" not in (out / "compare.md").read_text()
     assert "paired" not in json.loads(vendor_file.read_text())[0]
     assert off.vendor[ENV][0]["remeasured_gflops"] > 0  # the re-timed vendor stays
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_kernels", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _layer(paired: dict | None = None) -> dict:
-    layer = {"peak_gflops": 200.0,
-             "kernels": [{"combo": "tiles-dgd", "budget": 256, "weights": "per call", "first_gflops": 190.0,
-                          "retimed": 180.0, "retimed_busy": False}],
-             "vendors": [{"library": "torch oneDNN", "layout": "NHWC", "weights": "per call", "gflops": 200.0,
-                          "retimed": 200.0, "busy": False, "backend": "torch"}]}
-    if paired is not None:
-        layer["paired_vendor"] = paired
-    return layer
-
-
-def test_bench_kernels_prints_the_paired_figure_beside_the_ratio_and_reads_reports_without_it(bench):
-    text, ratio = bench.layer_table(_layer(), 256)  # a report of an earlier version
-    assert ratio == pytest.approx(0.9) and "paired /vendor" not in text
-    paired = {"combo": "tiles-dgd", "budget": 256, "vendor": "torch oneDNN NHWC", **_paired()}
-    text, _ = bench.layer_table(_layer(paired), 256)
-    ratio_line, paired_line = text.splitlines()[-2:]
-    assert ratio_line.startswith("   best tensorgym kernel @256 (tiles-dgd) / vendor's best")
-    assert paired_line == ("   paired /vendor: best tensorgym kernel @256 (tiles-dgd) / torch oneDNN NHWC, paired in "
-                           "one process: 0.97x (spread 1.2 %, vendor drift +0.4 %, steal 0.0 %); timed apart: 0.95x")
