@@ -24,11 +24,17 @@
   ``(max - min) / max`` of the runs' bests);
 * with ``optima`` (a landscape's true optimum per env), each agent's best as
   a fraction of it;
+* with ``references`` (what each env's methodology scores are measured
+  against: on a landscape, its whole space and true optimum), each run's own
+  score (:func:`.methodology.seed_scores`; their mean is the score of the
+  mean curve) and each agent's mean score with its 95 % interval over seeds:
+  the report's headline table, agents by envs;
 * how well the models predicted while searching: the mean per-round Spearman
   from each run's prediction log, and for the GA the mean GFLOP/s of the
   model's picks against the eps-greedy random picks of the same rounds.
 
-Across envs it checks the targets: GA and DGD above random at the largest
+Across envs it checks the targets: GA and DGD above random, and above their
+ablations, by score (separate 95 % intervals); above random at the largest
 budget, and at every budget, on at least ``need`` envs; each above its
 ablation at the largest budget on as many; and the geometric mean over envs
 of DGD@2min / GA@largest >= 0.95. Nothing here favours an agent: a worse agent
