@@ -54,7 +54,7 @@ from tensorgym.text import format_table, slug
 from tensorgym.tuner import TuningResult
 
 from .methodology import Reference, seed_scores
-from .stats import compare_runs, geomean, mean_ci
+from .stats import compare_runs, geomean, intervals_overlap, mean_ci
 
 ABLATIONS = {"ga": "ga-random-model", "dgd": "dgd-random-model"}
 HEADLINE_RATIO = 0.95
@@ -123,7 +123,6 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
     for env_id, by_agent in results.items():
         ref_runs = list(by_agent.get(reference, []))
         score_ref = (references or {}).get(env_id)
-        ref_scores = seed_scores(ref_runs, score_ref)
         ref_best = {b: [r.best_at(trials=b) for r in ref_runs] for b in budgets}
         threshold = float(np.mean(ref_best[top])) if ref_runs else 0.0
         agents: dict[str, Any] = {}
@@ -144,10 +143,7 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
             if agent != reference and ref_runs:
                 entry[f"re-timed_vs_{reference}"] = compare_runs(
                     retimed, [r.extra.get("remeasured_gflops") for r in ref_runs]).to_json()
-            scores = seed_scores(runs, score_ref)
-            entry["score"] = _stat(scores)
-            if agent != reference and ref_scores and scores:
-                entry[f"score_vs_{reference}"] = compare_runs(scores, ref_scores).to_json()
+            entry["score"] = _stat(seed_scores(runs, score_ref))
             entry["clock_s"] = _stat([r.trials[-1].elapsed_s if r.trials else None for r in runs])
             reach = [trials_to_reach(r, threshold) for r in runs]
             entry[f"to_{reference}@{top}"] = {"values": reach, "reached": sum(v is not None for v in reach),
@@ -189,10 +185,9 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
         out = []
         for env_id, env in envs.items():
             mine, theirs = env["agents"].get(agent, {}).get("score"), env["agents"].get(other, {}).get("score")
-            if mine and theirs and mine["mean"] is not None and theirs["mean"] is not None:
-                cmp = compare_runs(mine["values"], theirs["values"])
-                if cmp.separated and cmp.mean_a > cmp.mean_b:
-                    out.append(env_id)
+            if mine and theirs and mine["mean"] is not None and theirs["mean"] is not None \
+                    and mine["mean"] > theirs["mean"] and intervals_overlap(mine["ci"], theirs["ci"]) is False:
+                out.append(env_id)
         return out
 
     def above_everywhere(agent: str) -> list[str]:
@@ -217,8 +212,7 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
     every = "@" + ",".join(str(b) for b in budgets)
     scored = any(agent["score"]["mean"] is not None for env in envs.values() for agent in env["agents"].values())
     targets = {
-        **{f"{a} above {other} by score": {"envs": above_by_score(a, other),
-                                           "met": len(above_by_score(a, other)) >= enough}
+        **{f"{a} above {other} by score": {"envs": (won := above_by_score(a, other)), "met": len(won) >= enough}
            for a in (ga, dgd) for other in (reference, ABLATIONS[a])
            if scored and any(other in env["agents"] for env in envs.values())},
         f"{ga} above {reference}@{top}": {"envs": above(ga), "met": len(above(ga)) >= enough},

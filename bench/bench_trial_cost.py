@@ -89,13 +89,14 @@ def stage_profile(paths: list[str]) -> list[str]:
     rows = []
     for path in paths:
         with Database(path, readonly=True) as database:
+            labels = {key: workload.label for key, workload in database.workloads().items()}
             by_workload: dict[str, list] = {}
             for record in database.records():
                 if record.ok:
                     by_workload.setdefault(record.workload, []).append(record)
         for key, records in sorted(by_workload.items()):
             run = statistics.fmean(r.run_s for r in records)
-            rows.append([Path(path).name, key.split("(")[0] + f" {_shape(key)}", str(len(records)),
+            rows.append([Path(path).name, labels.get(key, key), str(len(records)),
                          f"{statistics.fmean(r.build_s for r in records):.3f}", f"{run:.3f}",
                          f"{statistics.fmean(r.wall_s for r in records):.3f}",
                          f"{1e3 * statistics.fmean(r.latency_s for r in records):.1f}",
@@ -107,11 +108,6 @@ def stage_profile(paths: list[str]) -> list[str]:
             "", "build s: the compile in its builder process (two run at once on 2 cores); check+timing s: the "
                 "NumPy check and the timing protocol; wall s: what the record added to the run's wall time; "
                 "timed calls: number x samples (the first call and the check's come on top)."]
-
-
-def _shape(key: str) -> str:
-    inside = key.split("(", 1)[1].rstrip(")") if "(" in key else ""
-    return ",".join(p for p in inside.split(",") if not p.startswith("dtype"))
 
 
 if __name__ == "__main__":
