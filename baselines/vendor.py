@@ -79,7 +79,8 @@ PyTorch too), ``MKL_ENABLE_INSTRUCTIONS=AVX2`` and ``OPENBLAS_CORETYPE=Haswell``
 **GPUs.** For a CUDA target (``target=``, a :class:`~tensorgym.target.Target` of kind
 ``"cuda"``) the references run on the GPU, timed as tensorgym's CUDA kernels are
 (:data:`~tensorgym.measure.runner.GPU_TIMING`: CUDA events, one call per sample, the L2
-flushed before each), with NVML's clocks recorded (``VendorResult.device_state``):
+flushed before each, the call replayed from a CUDA graph), with NVML's clocks recorded
+(``VendorResult.device_state``; its ``graph_timed`` is 0 where the call could not be captured):
 
 * ``cublas``: ``torch.mm``; float16/bf16 inputs give an fp32 output (``out_dtype``, summed
   in fp32) where the PyTorch build has it, else the library's 16-bit output (said in
@@ -700,14 +701,38 @@ def _time_here_cuda(workload: Workload, library: str, layout: str, protocol: Tim
         flush = torch.empty(2 * torch.cuda.get_device_properties(device).L2_cache_size, dtype=torch.uint8,
                             device=device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        replays: dict[int, Any] = {}  # calls per sample -> the replay of a CUDA graph of them (None: eager)
+
+        def replay_of(number: int):
+            # Timed as tensorgym's own kernels are (GpuSession.time_launches): the calls captured once in a CUDA
+            # graph and replayed, so PyTorch's host work per call (as long as a short kernel) is not timed.
+            if number not in replays:
+                try:
+                    side = torch.cuda.Stream()
+                    side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(side):
+                        call()  # capture wants a warm-up off the default stream
+                    torch.cuda.current_stream().wait_stream(side)
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        for _ in range(number):
+                            call()
+                    replays[number] = graph.replay
+                except RuntimeError:
+                    replays[number] = None
+            return replays[number]
 
         def time_samples(number: int, repeat: int) -> list[float]:
             samples = []
+            replay = replay_of(number)
             for _ in range(repeat):
                 flush.zero_()  # cold L2, as for tensorgym's kernels
                 start.record()
-                for _ in range(number):
-                    call()
+                if replay is None:
+                    for _ in range(number):
+                        call()
+                else:
+                    replay()
                 end.record()
                 end.synchronize()
                 samples.append(start.elapsed_time(end) / 1e3 / number)
@@ -717,6 +742,7 @@ def _time_here_cuda(workload: Workload, library: str, layout: str, protocol: Tim
         first = protocol.first_call(lambda: (call(), torch.cuda.synchronize()))
         timing = protocol.run(first, time_samples)
         state = clocks.read()
+        state["graph_timed"] = float(all(replay is not None for replay in replays.values()))
     median, cv = summarize_samples(timing.samples)
     return {"library": f"torch {version} {kernel}", "layout": layout, "backend": library, "latency_s": median,
             "latency_cv": cv, "samples": tuple(timing.samples), "gflops": workload.gflops(median),

@@ -337,6 +337,7 @@ class _SimulatedGpu:
         self.memory: dict[int, np.ndarray] = {}
         self.clocks = type("Clocks", (), {"read": staticmethod(lambda: {"sm_clock_mhz": 1980.0})})()
         self.flushes = 0
+        self.eager_timings = 0
 
     def upload(self, array):
         self.memory[len(self.memory) + 1] = np.array(array, copy=True)
@@ -367,6 +368,9 @@ class _SimulatedGpu:
                 arrays[buffers[-1]][...] = self.workload.reference(*(arrays[n] for n in buffers[:-1]))
 
         return launch
+
+    def release_graphs(self):
+        pass
 
     def time_launches(self, launch, number, flush=True):
         self.flushes += flush

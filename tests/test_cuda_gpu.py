@@ -58,6 +58,7 @@ def test_tvm_kernels_run_correctly_and_are_timed(gpu, cuda_measurer, workload):
         assert record.gflops > 0 and len(record.samples) >= 10 and record.number == 1
         state = dict(record.device_state)
         assert state.get("sm_clock_mhz", 0) > 0  # NVML's clock while timing
+        assert state["graph_timed"] == 1.0  # replayed from a CUDA graph: the host's launch work is not timed
 
 
 @needs_tvm
@@ -91,11 +92,12 @@ def test_cutlass_gemms_run_correctly(gpu, cuda_measurer, dtype):
     workload = matmul(512, 768, 256, dtype=dtype)
     space = make_space("cutlass", workload, gpu, epilogue="bias_relu", swizzles=(8,), split_k=(1, 2))
     picks = _cutlass_configs(space, family=80, epilogue=1)[:1] + _cutlass_configs(space, family=80, epilogue=2)[:1]
-    picks += _cutlass_configs(space, family=80, epilogue=1, split_k=2)[:1]
+    picks += _cutlass_configs(space, family=80, epilogue=2, split_k=2)[:1]  # fused split-K is not offered
     if gpu.device.compute_capability == (9, 0) and dtype != "float32":
         picks += _cutlass_configs(space, family=90, epilogue=1)[:1]
     records = cuda_measurer.measure(space, picks)
     assert [r.status for r in records] == [Status.OK] * len(picks), [r.error[:500] for r in records]
+    assert [dict(r.device_state)["graph_timed"] for r in records] == [1.0] * len(picks)
 
 
 def test_cutlass_conv_runs_correctly(gpu, cuda_measurer):
@@ -131,3 +133,4 @@ def test_vendor_libraries_time_on_the_gpu(gpu):
         result = time_vendor(workload, target=gpu)
         assert result.gflops > 0 and result.max_rel_error < 1e-2
         assert dict(result.device_state).get("sm_clock_mhz", 0) > 0
+        assert dict(result.device_state)["graph_timed"] == 1.0

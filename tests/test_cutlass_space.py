@@ -125,6 +125,17 @@ def test_hops_and_neighbours_stay_in_the_space():
         assert space.generic_features(config).shape == (len(space.generic_feature_names),)
 
 
+def test_split_k_comes_with_the_separate_epilogue_only():
+    # Fused bias + ReLU under serial split-K wrote NaN on an H200 (CUTLASS's per-slice NaN threshold).
+    space = make_space("cutlass", matmul(512, 768, 256, dtype="float16"), H100, epilogue="bias_relu",
+                       split_k=(1, 2))
+    assert {c["epilogue"] for c in space.configs() if c["split_k"] == 2} == {2}
+    assert {c["epilogue"] for c in space.configs() if c["split_k"] == 1} == {1, 2}
+    fused = next(c for c in space.configs() if c["epilogue"] == 1 and c["tile"][0] == 80)
+    with pytest.raises(SpaceError, match="epilogue 1 is not allowed"):
+        space.check(fused.replace(split_k=2))
+
+
 def test_features_count_waves_of_threadblocks():
     space = make_space("cutlass", M3_FP16, H100)
     config = next(c for c in space.configs() if c["tile"][:4] == (80, 128, 128, 32) and c["split_k"] == 2)

@@ -216,6 +216,8 @@ class GpuSession:
         self._end = _checked("cuEventCreate", cu.cuEventCreate(0))
         self._flush_bytes = max(_FLUSH_FACTOR * self.l2_bytes, 1 << 20)
         self._flush_buffer = self.alloc(self._flush_bytes)
+        self._graphs: dict[tuple[int, int], tuple[Any, Any]] = {}  # (launch id, calls) -> (launch, graph exec)
+        self.eager_timings = 0  # timings whose launches could not be captured in a graph
         self.clocks = GpuClocks(ordinal)
 
     @property
@@ -287,22 +289,70 @@ class GpuSession:
     def time_launches(self, launch, number: int, *, flush: bool = True) -> float:
         """Seconds per call of ``launch`` over ``number`` back-to-back calls, by CUDA events.
 
-        With ``flush``, the L2 is flushed before the first call (the flush also keeps the GPU
-        busy while the host enqueues the calls, so launch latency is not timed).
+        The calls are captured once into a CUDA graph and replayed: the host then enqueues one
+        graph launch, not ``number`` kernel launches whose host cost (several microseconds each,
+        as long as a short kernel) would be timed. A launch that cannot be captured is timed as
+        plain launches (:attr:`eager_timings` counts those). With ``flush``, the L2 is flushed
+        before the calls (the flush also keeps the GPU busy while the host enqueues them).
         """
         cu = self.cu
+        graph = self._graph(launch, number)
         if flush:
             self.flush_l2()
         _checked("cuEventRecord", cu.cuEventRecord(self._start, self.stream))
-        for _ in range(number):
-            launch()
+        if graph is None:
+            for _ in range(number):
+                launch()
+        else:
+            _checked("cuGraphLaunch", cu.cuGraphLaunch(graph, self.stream))
         _checked("cuEventRecord", cu.cuEventRecord(self._end, self.stream))
         _checked("cuEventSynchronize", cu.cuEventSynchronize(self._end))
         milliseconds = _checked("cuEventElapsedTime", cu.cuEventElapsedTime(self._start, self._end))
         return float(milliseconds) / 1e3 / number
 
+    def _graph(self, launch, number: int) -> Any | None:
+        """The executable graph of ``number`` calls of ``launch`` (captured once per launch and count)."""
+        key = (id(launch), number)
+        if key in self._graphs:
+            return self._graphs[key][1]
+        cu = self.cu
+        _checked("cuStreamBeginCapture", cu.cuStreamBeginCapture(
+            self.stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+        try:
+            for _ in range(number):
+                launch()
+        except Exception:  # noqa: BLE001 - the launch refused capture; it is timed as plain launches
+            captured = None
+        else:
+            captured = True
+        graph = cu.cuStreamEndCapture(self.stream)
+        executable = None
+        if captured and graph[0] == cu.CUresult.CUDA_SUCCESS:
+            done = cu.cuGraphInstantiate(graph[1], 0)
+            cu.cuGraphDestroy(graph[1])
+            if done[0] == cu.CUresult.CUDA_SUCCESS:
+                executable = done[1]
+        elif graph[0] == cu.CUresult.CUDA_SUCCESS and graph[1] is not None:
+            cu.cuGraphDestroy(graph[1])
+        if executable is None:
+            self.eager_timings += 1
+            self.synchronize()  # a failed capture leaves no work behind; a kernel fault shows here
+        self._graphs[key] = (launch, executable)  # the launch is kept so that its id stays its own
+        return executable
+
+    def release_graphs(self) -> None:
+        """Destroy the captured graphs (before the kernels they launch are unloaded)."""
+        for _, executable in self._graphs.values():
+            if executable is not None:
+                self.cu.cuGraphExecDestroy(executable)
+        self._graphs.clear()
+
     def close(self) -> None:
         cu = self.cu
+        try:
+            self.release_graphs()
+        except Exception:  # noqa: BLE001 - a lost context cannot destroy its graphs; the process ends anyway
+            pass
         for call in (lambda: cu.cuMemFree(self._flush_buffer), lambda: cu.cuEventDestroy(self._start),
                      lambda: cu.cuEventDestroy(self._end), lambda: cu.cuStreamDestroy(self.stream),
                      lambda: cu.cuDevicePrimaryCtxRelease(self.device)):

@@ -16,8 +16,10 @@ for its whole life:
 3. the :class:`~tensorgym.measure.TimingProtocol` takes samples of one call each, timed
    by CUDA events, with the L2 flushed before every sample (a 2 x L2 memset on the
    stream: the kernel never finds its inputs cached by the previous call, and the GPU is
-   busy while the host enqueues the next launch, so launch latency is not timed); given
-   the incumbent (``incumbent_s``), a kernel several times slower is timed short;
+   busy while the host enqueues the next launch, so launch latency is not timed); the
+   calls are replayed from a CUDA graph, so the host's work per launch is not timed
+   either (the record's ``graph_timed`` says so); given the incumbent (``incumbent_s``),
+   a kernel several times slower is timed short;
 4. NVML's clocks, temperature, power and clock-event reasons are read before and after
    the samples and returned as the record's ``device_state``.
 
@@ -123,6 +125,7 @@ def run_cuda(builder: KernelBuilder, config: Config, manifest_path: str, *, chec
             if not err <= tolerance:
                 return {"status": "wrong_result", "error": f"max relative error {err:.3g} > {tolerance:g}"}
         before = gpu.clocks.read()
+        eager_before = gpu.eager_timings
         timing = protocol.run(first_call_s, lambda n, r: [gpu.time_launches(launch, n) for _ in range(r)],
                               incumbent_s=incumbent_s)
         after = gpu.clocks.read()
@@ -133,6 +136,7 @@ def run_cuda(builder: KernelBuilder, config: Config, manifest_path: str, *, chec
     finally:
         _release(gpu, pointers, release)
     state = dict(after)
+    state["graph_timed"] = float(gpu.eager_timings == eager_before)  # 0: launches timed one by one
     if "sm_clock_mhz" in before:
         state["sm_clock_mhz_before"] = before["sm_clock_mhz"]
     return {"status": "ok", "samples": timing.samples, "number": timing.number, "contention": timing.contention,
@@ -143,6 +147,7 @@ def _release(gpu: GpuSession, pointers: list[int], release: Callable[[], None]) 
     """Free a kernel's buffers and binary; a lost context is reported by the caller, not here."""
     try:
         gpu.synchronize()
+        gpu.release_graphs()
         release()
         for pointer in pointers:
             gpu.free(pointer)

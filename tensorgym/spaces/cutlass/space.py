@@ -19,8 +19,8 @@ candidate. A config here is::
   threadblock K step per slice);
 * ``epilogue``: 0 writes ``A @ B``; with the space option ``epilogue="bias_relu"`` the
   layer is ``relu(A @ B + bias)`` (bias per output column / channel), computed by CUTLASS's
-  epilogue (1, fused; for 3.x kernels only those with a TMA epilogue can fuse) or by a
-  separate elementwise kernel after the GEMM (2).
+  epilogue (1, fused; for 3.x kernels only those with a TMA epilogue can fuse, and only
+  without split-K) or by a separate elementwise kernel after the GEMM (2).
 
 fp16 and bf16 inputs are summed in fp32 and written as fp32; fp32 inputs run on TF32
 tensor cores (what TVM's CUTLASS port does, and what ``torch.backends.cuda.matmul.allow_tf32``
@@ -146,9 +146,14 @@ class CutlassSpace(Space):
         k_steps = ceil(self.gemm_shape[2] / tile.threadblock[2])
         return tuple(s for s in self.split_k if s <= k_steps)  # every slice gets at least one K step
 
-    def _epilogues(self, tile: CutlassTile) -> tuple[int, ...]:
+    def _epilogues(self, tile: CutlassTile, split_k: int) -> tuple[int, ...]:
         if tile.family != FAMILY_2X and tile.epilogue_schedule == "NoSmemWarpSpecialized":
             # CUTLASS fuses a bias and an activation only in its TMA epilogues (epilogue visitor trees).
+            return tuple(e for e in EPILOGUES[self.epilogue] if e != emit.EPILOGUE_FUSED)
+        if split_k > 1:
+            # Serial split-K runs the fused epilogue once per slice. CUTLASS's LinearCombinationRelu turns ReLU
+            # off on all but the last slice with a NaN threshold, which its NaN-propagating maximum then writes
+            # out: on an H200 every such kernel wrote NaN. Split-K is offered with the separate epilogue only.
             return tuple(e for e in EPILOGUES[self.epilogue] if e != emit.EPILOGUE_FUSED)
         return EPILOGUES[self.epilogue]
 
@@ -161,7 +166,7 @@ class CutlassSpace(Space):
                 if split_k not in self._split_ks(tile):
                     continue
                 for alignment, swizzle, epilogue in itertools.product(self.alignments(tile), self.swizzles,
-                                                                      self._epilogues(tile)):
+                                                                      self._epilogues(tile, split_k)):
                     configs.append(Config({"tile": tile.key, "alignment": alignment, "swizzle": swizzle,
                                            "split_k": split_k, "epilogue": epilogue}))
         return configs
@@ -185,7 +190,8 @@ class CutlassSpace(Space):
             raise SpaceError(f"tile {list(config['tile'])} is not a template of {self.target.device.arch} for "
                              f"{self.workload.dtype} {self.workload.op}s")
         for knob, allowed in (("alignment", self.alignments(tile)), ("swizzle", self.swizzles),
-                              ("split_k", self._split_ks(tile)), ("epilogue", self._epilogues(tile))):
+                              ("split_k", self._split_ks(tile)),
+                              ("epilogue", self._epilogues(tile, config["split_k"]))):
             if config[knob] not in allowed:
                 raise SpaceError(f"{knob} {config[knob]!r} is not allowed with this tile here; allowed: {allowed}")
         raise SpaceError(f"{config.key} is not in the cutlass space of {self.workload.label}")
