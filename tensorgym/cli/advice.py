@@ -18,8 +18,9 @@ gets closest on a CPU:
   exactly (``tensorgym info`` lists them); it is the only CPU space for those
   dtypes (1.6-2.1x the vendor in int8 on an AMX Xeon, ``bench/reports/bench_mapping.txt``).
 * **GPUs and other operators: no advice.** The CUDA path (GPU tiles sketch,
-  ``cutlass``) has never run on a GPU, and only conv2d and matmul have a
-  microkernel space: no measured figure says another space would do better.
+  ``cutlass``) has run once, on one GPU, with one seed: too little to advise
+  from; and only conv2d and matmul have a microkernel space: no measured
+  figure says another space would do better.
 
 :func:`space_advice` is the decision, a pure function of what ``tune`` knows
 after its run (the operator, dtype, space, target and the ratio to the
@@ -59,7 +60,7 @@ def best_space(op: str, dtype: str, target_kind: str = "llvm", mapping_dtypes: C
     """The space measured closest to the vendor for ``op`` in ``dtype`` on a target of ``target_kind``, or None
     where no space was measured to do better than another. ``mapping_dtypes``: the dtypes this CPU has an exact
     mapping intrinsic for (``tensorgym info``)."""
-    if target_kind != "llvm":  # the GPU spaces were never run on a GPU: nothing measured to advise from
+    if target_kind != "llvm":  # the GPU spaces ran once, one seed: too little measured to advise from
         return None
     if dtype == "float32":
         return _MICROKERNEL if op in ("conv2d", "matmul") else None
