@@ -128,7 +128,9 @@ from tensorgym.workloads import Workload
 
 from .board import DEFAULT_TIME_POINTS, DEFAULT_TRIAL_POINTS, LandscapeFacts, Leaderboard
 from .render import plot_curves, write_html, write_tables
-from .vendor import PER_CALL, best_vendor, time_against_vendor, time_network_references, time_references, time_vendor
+from .vendor import (
+    PAIRED_BACKENDS, PER_CALL, best_vendor, time_against_vendor, time_network_references, time_references, time_vendor,
+)
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +143,6 @@ LANDSCAPE_TRIAL_POINTS = (16, 32, 64, 128, 256, 512)
 LANDSCAPE_TIME_POINTS = (30.0, 60.0, 120.0, 300.0)
 NETWORK_ID_PREFIX = "Network-"  # env ids of networks (Network-ResNet18-v0), which task schedulers tune
 PAIRED_PAIRS = 30  # samples of the winner, each between two of the vendor's (paired_vendor)
-# The vendor references time_against_vendor can call beside a kernel: PyTorch's float32 calls. NumPy's OpenBLAS
-# and the int8 / bf16 references are only timed apart.
-PAIRED_BACKENDS = ("torch", "onednn", "mkl")
 _Saved = TypeVar("_Saved")  # a TuningResult, vendor timings
 
 

@@ -117,6 +117,9 @@ log = logging.getLogger(__name__)
 
 BLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what ``native_blas=True`` clears
 PER_CALL, PRE_PACKED = "per call", "pre-packed"
+# The backends time_against_vendor can call beside a kernel: PyTorch's float32 calls. NumPy's OpenBLAS and the
+# int8 / bf16 references are only timed apart.
+PAIRED_BACKENDS = ("torch", "onednn", "mkl")
 # Two thread pools in one process, called in turn: each pool's threads spin for a while after their work (to
 # start the next call sooner), on the cores the other pool's call then needs. Measured on a 2-vCPU Zen 4, the
 # vendor ran 6.9x slower between kernel calls than alone. Neither pool spins in time_against_vendor's process,

@@ -41,6 +41,14 @@ paired difference per seed, the share of the optimum and the agents' compute, in
     python bench/bench_cost_model_landscape.py --search work/learning-amd-epyc-zen4-avx512-2c/leaderboard \
         work/cm-search/optin/leaderboard
 
+**On the full-space samples** (``--on samples``): the same held-out ranking on each layer's uniform sample of
+the *whole* tiles space (``samples/`` beside the landscapes; 2,000 configs), where good configs are rare, as in
+the space a user tunes; the target is scored there. The agents' batches need a closed space, so that part runs
+on landscapes only::
+
+    python bench/bench_cost_model_landscape.py --on samples --agent-seeds 0 \
+        --out bench/reports/landscapes/cost_model_samples.txt
+
 Runs the layers in ``--jobs`` processes (default 2): about 6 minutes on 2 cores for four layers::
 
     python bench/bench_cost_model_landscape.py
@@ -80,6 +88,7 @@ from tensorgym.baselines.stats import mean_ci
 from tensorgym.catalog import make_agent
 from tensorgym.cli.args import int_list
 from tensorgym.landscape import Landscape, LandscapeEvaluator, cpu_folder, shipped_landscapes
+from tensorgym.landscape.shipped import SAMPLES
 from tensorgym.target import resolve_target
 from tensorgym.text import format_table
 from tensorgym.tuner import Tuner
@@ -218,7 +227,9 @@ def run_agent(agent: str, landscape: Landscape, space, budget: int, seed: int, s
 def layer_task(task: dict[str, Any]) -> dict[str, Any]:
     """Everything of one layer (runs in a worker process): the evaluations, the ceilings, the agents' runs."""
     logging.basicConfig(level=logging.WARNING)
-    paths = {s.layer: s.path for s in shipped_landscapes() if s.cpu == task["cpu"]}
+    paths = {s.layer: s.path for s in shipped_landscapes() if s.cpu == task["cpu"] and s.space == "tiles"}
+    if task.get("on") == "samples":
+        paths = {layer: path.parent / SAMPLES / path.name for layer, path in paths.items()}
     layer = task["layer"]
     landscape = Landscape.load(paths[layer])
     space = landscape.space()
@@ -275,11 +286,14 @@ def report(results: list[dict], args: argparse.Namespace, target, cpu: str, seco
     runs = {r["layer"]: r["runs"] for r in results if r.get("runs") is not None}
     rows = [row for r in by_layer.values() for row in r["rows"]]
     default, opt_in = _name(agents_default()), _name(OPT_IN)
-    lines = header("Cost models on the shipped landscapes: recall of the true top 10 %", target)
+    samples = args.on == "samples"
+    what = "full-space samples" if samples else "shipped landscapes"
+    lines = header(f"Cost models on the {what}: recall of the true top 10 %", target)
     named = ", ".join(f"{layer} {by_layer[layer]['label']}" for layer in layers)
-    lines += [f"landscapes: tensorgym/data/landscapes/{cpu}/ ({named})",
+    lines += [f"{what}: tensorgym/data/landscapes/{cpu}/{SAMPLES + '/' if samples else ''} ({named})",
               f"models trained on n random configs (the same for every model), scored on every other config of "
-              f"the landscape; {args.seeds} seeds; mean [95 % interval]; {seconds / 60:.1f} min of computing (one "
+              f"the {'sample' if samples else 'landscape'}; {args.seeds} seeds; mean [95 % interval]; "
+              f"{seconds / 60:.1f} min of computing (one "
               f"core; the layers ran in {args.jobs} processes)",
               f"the GA's and DGD's model: {default} by default; {opt_in} when asked (model={OPT_IN[0]}, "
               f"features={OPT_IN[1]}; --model/--features on the command line), the best set-up found here", ""]
@@ -612,6 +626,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="training sizes (default: 32,64,128,256)")
     parser.add_argument("--no-variants", dest="variants", action="store_false", help="skip the variants at n = 128")
     parser.add_argument("--no-curve", dest="curve", action="store_false", help="skip n = 1024 and 2048")
+    parser.add_argument("--on", choices=("landscapes", "samples"), default="landscapes",
+                        help="score the models on the shipped landscapes or on the full-space samples beside them")
     parser.add_argument("--agent-seeds", type=int, default=3, help="GA and DGD runs per model and layer (0: none)")
     parser.add_argument("--budget", type=int, default=512, help="trials of each GA and DGD run (default: 512)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default: 2)")
@@ -626,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search-out", default=str(SEARCH_OUT),
                         help="the search comparison (default: bench/reports/landscapes/cost_model_search.txt)")
     args = parser.parse_args(argv)
+    if args.on == "samples" and args.agent_seeds:
+        parser.error("the agents' batches run on landscapes only: add --agent-seeds 0 to --on samples")
     target = resolve_target(None)
     if args.search:
         emit(search_report(*args.search, target), args.search_out)
@@ -643,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     every = [s.layer for s in shipped]
-    base = {"cpu": cpu, "seeds": args.seeds, "sizes": tuple(args.sizes), "variants": args.variants,
+    base = {"cpu": cpu, "on": args.on, "seeds": args.seeds, "sizes": tuple(args.sizes), "variants": args.variants,
             "curve": args.curve, "sources": every, "agent_seeds": args.agent_seeds, "budget": args.budget}
     tasks = [dict(base, layer=layer, part="models") for layer in layers]
     if args.agent_seeds > 0:

@@ -399,7 +399,8 @@ def pair_best(layer_out: dict, runs: list, workload, top_budget: int, pairs: int
     """The best kernel at ``top_budget`` (re-timed) and the fastest re-timed vendor reference that can share
     its process, timed in one process (:func:`tensorgym.baselines.compare.time_paired_vendor`); None when
     there is no such pair, or the timing failed (said)."""
-    from tensorgym.baselines.compare import PAIRED_BACKENDS, time_paired_vendor
+    from tensorgym.baselines.compare import time_paired_vendor
+    from tensorgym.baselines.vendor import PAIRED_BACKENDS
 
     kernels = [(k, space, config) for k, (_, budget, space, (config, _), _, _) in zip(layer_out["kernels"], runs)
                if budget == top_budget and k["retimed"]]

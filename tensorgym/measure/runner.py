@@ -96,8 +96,8 @@ class Runner(ABC):
         self.close()
 
 
-# The GPU protocol: every sample is one call timed by CUDA events after an L2 flush (a call of a few
-# microseconds is still far above the events' resolution), 10 to 50 of them per round, 200 at most.
+# The GPU protocol: every sample is one call, replayed from a CUDA graph and timed by CUDA events after an L2 flush
+# (a call of a few microseconds is still far above the events' resolution), 10 to 50 of them per round, 200 at most.
 GPU_TIMING = TimingProtocol(warmup_ms=20.0, process_warmup_ms=300.0, min_repeat_ms=0.0, round_ms=50.0,
                             min_samples=10, max_samples=50, target_spread=0.02, max_timing_ms=300.0,
                             max_total_samples=200)
