@@ -217,7 +217,7 @@ class GpuSession:
         self._flush_bytes = max(_FLUSH_FACTOR * self.l2_bytes, 1 << 20)
         self._flush_buffer = self.alloc(self._flush_bytes)
         self._graphs: dict[tuple[int, int], tuple[Any, Any]] = {}  # (launch id, calls) -> (launch, graph exec)
-        self.eager_timings = 0  # timings whose launches could not be captured in a graph
+        self.eager_timings = 0  # launches (and call counts) that could not be captured: timed as plain launches
         self.clocks = GpuClocks(ordinal)
 
     @property
@@ -292,7 +292,7 @@ class GpuSession:
         The calls are captured once into a CUDA graph and replayed: the host then enqueues one
         graph launch, not ``number`` kernel launches whose host cost (several microseconds each,
         as long as a short kernel) would be timed. A launch that cannot be captured is timed as
-        plain launches (:attr:`eager_timings` counts those). With ``flush``, the L2 is flushed
+        plain launches (:attr:`eager_timings` counts them). With ``flush``, the L2 is flushed
         before the calls (the flush also keeps the GPU busy while the host enqueues them).
         """
         cu = self.cu
@@ -318,13 +318,12 @@ class GpuSession:
         cu = self.cu
         _checked("cuStreamBeginCapture", cu.cuStreamBeginCapture(
             self.stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+        captured = True
         try:
             for _ in range(number):
                 launch()
         except Exception:  # noqa: BLE001 - the launch refused capture; it is timed as plain launches
-            captured = None
-        else:
-            captured = True
+            captured = False
         graph = cu.cuStreamEndCapture(self.stream)
         executable = None
         if captured and graph[0] == cu.CUresult.CUDA_SUCCESS:
