@@ -19,8 +19,8 @@ candidate. A config here is::
   threadblock K step per slice);
 * ``epilogue``: 0 writes ``A @ B``; with the space option ``epilogue="bias_relu"`` the
   layer is ``relu(A @ B + bias)`` (bias per output column / channel), computed by CUTLASS's
-  epilogue (1, fused; for 3.x kernels only those with a TMA epilogue can fuse, and only
-  without split-K) or by a separate elementwise kernel after the GEMM (2).
+  epilogue (1, fused: among 3.x kernels only those with a TMA epilogue, and never under
+  split-K) or by a separate elementwise kernel after the GEMM (2).
 
 fp16 and bf16 inputs are summed in fp32 and written as fp32; fp32 inputs run on TF32
 tensor cores (what TVM's CUTLASS port does, and what ``torch.backends.cuda.matmul.allow_tf32``
@@ -147,13 +147,12 @@ class CutlassSpace(Space):
         return tuple(s for s in self.split_k if s <= k_steps)  # every slice gets at least one K step
 
     def _epilogues(self, tile: CutlassTile, split_k: int) -> tuple[int, ...]:
-        if tile.family != FAMILY_2X and tile.epilogue_schedule == "NoSmemWarpSpecialized":
-            # CUTLASS fuses a bias and an activation only in its TMA epilogues (epilogue visitor trees).
-            return tuple(e for e in EPILOGUES[self.epilogue] if e != emit.EPILOGUE_FUSED)
-        if split_k > 1:
-            # Serial split-K runs the fused epilogue once per slice. CUTLASS's LinearCombinationRelu turns ReLU
-            # off on all but the last slice with a NaN threshold, which its NaN-propagating maximum then writes
-            # out: on an H200 every such kernel wrote NaN. Split-K is offered with the separate epilogue only.
+        # CUTLASS fuses a bias and an activation only in its TMA epilogues (epilogue visitor trees) among 3.x
+        # kernels. Under serial split-K the fused epilogue runs once per slice: CUTLASS's LinearCombinationRelu
+        # turns ReLU off on all but the last slice with a NaN threshold, which its NaN-propagating maximum then
+        # writes out (on an H200 every such kernel wrote NaN), so split-K comes with the separate epilogue only.
+        no_fusion = (tile.family != FAMILY_2X and tile.epilogue_schedule == "NoSmemWarpSpecialized") or split_k > 1
+        if no_fusion:
             return tuple(e for e in EPILOGUES[self.epilogue] if e != emit.EPILOGUE_FUSED)
         return EPILOGUES[self.epilogue]
 
