@@ -227,9 +227,9 @@ def run_agent(agent: str, landscape: Landscape, space, budget: int, seed: int, s
 def layer_task(task: dict[str, Any]) -> dict[str, Any]:
     """Everything of one layer (runs in a worker process): the evaluations, the ceilings, the agents' runs."""
     logging.basicConfig(level=logging.WARNING)
-    paths = {s.layer: s.path for s in shipped_landscapes() if s.cpu == task["cpu"] and s.space == "tiles"}
-    if task.get("on") == "samples":
-        paths = {layer: path.parent / SAMPLES / path.name for layer, path in paths.items()}
+    samples = task.get("on") == "samples"
+    paths = {s.layer: s.sample if samples else s.path for s in shipped_landscapes()
+             if s.cpu == task["cpu"] and s.space == "tiles"}
     layer = task["layer"]
     landscape = Landscape.load(paths[layer])
     space = landscape.space()

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from tensorgym.landscape import Landscape, shipped_landscapes
-from tensorgym.landscape.shipped import SAMPLES
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_cost_model_landscape.py"
 CPU = "amd-epyc-zen4-avx512-2c"  # a CPU folder that ships full-space samples (any machine can read them)
@@ -33,8 +32,8 @@ def test_the_models_are_scored_on_the_full_space_sample(bench):
     task = {"cpu": CPU, "on": "samples", "layer": "R5", "part": "models", "seeds": 2, "sizes": (32,),
             "variants": False, "curve": False, "sources": ["R5", "C7"], "agent_seeds": 0, "budget": 0}
     out = bench.layer_task(task)
-    path = next(s.path for s in shipped_landscapes() if s.cpu == CPU and s.layer == "R5" and s.space == "tiles")
-    sample = Landscape.load(path.parent / SAMPLES / path.name)
+    sample = Landscape.load(next(s.sample for s in shipped_landscapes()
+                                 if s.cpu == CPU and s.layer == "R5" and s.space == "tiles"))
     assert out["configs"] == len(sample) and out["optimum"] == pytest.approx(float(np.max(sample.scores)))
     assert {row["n"] for row in out["rows"]} == {32} and len(out["rows"]) >= 2 * 7  # 7 set-ups, 2 seeds
 
