@@ -9,6 +9,10 @@ configs drawn uniformly from the whole space, measured live) gives the whole spa
 landscape's own profile is taken against its optimum. :func:`landscape_fidelity` puts them side by
 side: a landscape is representative where the two agree within :data:`TOLERANCE` at each ``N``.
 
+Random search's profile is necessary, not sufficient: a guided search (the GA, DGD) walks the space's
+neighbourhoods, and a landscape's can differ from the whole space's. :func:`search_fidelity` puts an
+agent's own progress on the landscape beside its progress in live runs.
+
 The sample's share is taken against the best known kernel (the best of the sample and the
 landscape, whose anchor is a strong search's best in the whole space), so that a sample that never
 drew a good kernel reads as hard, as the whole space is.
@@ -72,3 +76,55 @@ def landscape_fidelity(landscape: Landscape, sample: Landscape, draws: Sequence[
         sample=random_search_profile(drawn, best, draws), landscape_optimum=optimum, sample_best=float(drawn.max()),
         best_known=best, near_optimal_landscape=float(np.mean(land >= 0.95 * optimum)),
         near_optimal_sample=float(np.mean(drawn >= 0.95 * best)))
+
+
+NEAR_OPTIMAL = 0.95  # a seed "found the optimum" when its best is within 5 % of the reference
+
+
+@dataclass(frozen=True)
+class SearchFidelity:
+    """One agent's progress on a landscape beside its progress live in the whole space.
+
+    Matching random search's profile does not make a landscape faithful for a guided search: its
+    neighbourhoods can differ from the whole space's. This compares the agent itself. Live bests are
+    taken as shares of the best known kernel, landscape bests as shares of the landscape's optimum
+    (as :func:`landscape_fidelity` takes random search's).
+    """
+
+    agent: str
+    trials: tuple[int, ...]
+    live: list[float]  # mean best over seeds at each trial count, as a share of the best known
+    landscape: list[float]  # the same on the landscape, as a share of its optimum
+    live_found: tuple[int, int]  # (seeds within 5 % of the best known at the last trial count, seeds)
+    landscape_found: tuple[int, int]
+
+    @property
+    def gap(self) -> float:
+        """The largest gap between the two progress profiles."""
+        return max(abs(a - b) for a, b in zip(self.live, self.landscape))
+
+    @property
+    def faithful(self) -> bool:
+        return self.gap <= TOLERANCE
+
+
+def search_fidelity(agent: str, live: dict[int, Sequence[float]], landscape: dict[int, Sequence[float]],
+                    best_known: float, landscape_optimum: float) -> SearchFidelity:
+    """Compare an agent's per-seed bests (trials -> GFLOP/s per seed) live and on a landscape.
+
+    ``best_known`` is the whole space's best known kernel (at least every live best); ``landscape_optimum``
+    the landscape's. Both profiles are read at the trial counts they share.
+    """
+    trials = tuple(sorted(set(live) & set(landscape)))
+    if not trials:
+        raise ValueError(f"{agent}: no trial count has both live and landscape bests")
+    if best_known <= 0 or landscape_optimum <= 0:
+        raise ValueError(f"the references must be positive, got {best_known} and {landscape_optimum}")
+    live_means = [float(np.mean(live[n])) / best_known for n in trials]
+    land_means = [float(np.mean(landscape[n])) / landscape_optimum for n in trials]
+    last = trials[-1]
+    live_last, land_last = np.asarray(live[last], float), np.asarray(landscape[last], float)
+    return SearchFidelity(
+        agent=agent, trials=trials, live=live_means, landscape=land_means,
+        live_found=(int(np.sum(live_last >= NEAR_OPTIMAL * best_known)), len(live_last)),
+        landscape_found=(int(np.sum(land_last >= NEAR_OPTIMAL * landscape_optimum)), len(land_last)))
