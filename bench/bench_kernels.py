@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if ratios_best:
             report["geomean_vs_vendor_best"] = print_geomean(ratios_best)
+        report["paired_geomean"] = print_paired_geomean(report["layers"])
 
     if args.trial_budget:
         print(f"\n== trial cost: random agent, seed 0, {args.trial_budget} trials, tiles space", flush=True)
@@ -425,6 +426,22 @@ def print_geomean(ratios: list[float]) -> float:
     return geomean
 
 
+def print_paired_geomean(layers: dict) -> dict | None:
+    """The geometric mean of the layers' paired ratios, with the largest spread and vendor drift among them (a
+    drift of tens of % says the machine changed while the pairs were taken); None where no layer was paired."""
+    paired = [out["paired_vendor"] for out in layers.values() if out.get("paired_vendor")]
+    if not paired:
+        return None
+    geomean = math.exp(statistics.fmean(math.log(p["speedup"]) for p in paired))
+    spread = max(p["spread"] for p in paired)
+    drifts = [abs(p["vendor_drift"]) for p in paired if p.get("vendor_drift") is not None]
+    drift = f", vendor drift up to {100 * max(drifts):.1f} %" if drifts else ""
+    print(f"geomean over {len(paired)} layer(s) of the paired ratio: {geomean:.2f}x (spread up to "
+          f"{100 * spread:.1f} %{drift})")
+    return {"geomean": geomean, "layers": len(paired), "max_spread": spread,
+            "max_vendor_drift": max(drifts) if drifts else None}
+
+
 def merge_reports(paths: list[str], out: str | None) -> int:
     """One report of the layers of several runs' JSON files (a benchmark run in chunks, a layer per run).
 
@@ -458,6 +475,7 @@ def merge_reports(paths: list[str], out: str | None) -> int:
             merged["layers"][layer] = layer_out
     if ratios:
         merged["geomean_vs_vendor_best"] = print_geomean(ratios)
+    merged["paired_geomean"] = print_paired_geomean(merged["layers"])
     if out:
         Path(out).write_text(json.dumps(merged, indent=1, default=str))
     return 0

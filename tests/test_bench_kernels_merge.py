@@ -88,3 +88,21 @@ def test_bench_kernels_prints_the_paired_figure_beside_the_ratio_and_reads_repor
     assert ratio_line.startswith("   best tensorgym kernel @256 (tiles-dgd) / vendor's best")
     assert paired_line == ("   paired /vendor: best tensorgym kernel @256 (tiles-dgd) / torch oneDNN NHWC, paired in "
                            "one process: 0.97x (spread 1.2 %, vendor drift +0.4 %, steal 0.0 %); timed apart: 0.95x")
+
+
+def test_merge_prints_the_geomean_of_the_paired_ratios_with_their_worst_spread_and_drift(bench, tmp_path, capsys):
+    paths = []
+    for name, speedup, drift in (("Conv2d-ResNet-R5-v0", 1.06, -0.107), ("Conv2d-ResNet-R11-v0", 0.97, 0.041)):
+        run = _run(name, 180.0, 200.0)
+        run["layers"][name]["paired_vendor"] = {"combo": "microkernel-in-kernel", "budget": 256, "vendor": "oneDNN",
+                                                **PAIRED, "speedup": speedup, "vendor_drift": drift}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(run))
+        paths.append(str(path))
+    out = tmp_path / "merged.json"
+    assert bench.main(["--merge", *paths, "--json", str(out)]) == 0
+    geomean = (1.06 * 0.97) ** 0.5
+    assert (f"geomean over 2 layer(s) of the paired ratio: {geomean:.2f}x (spread up to 1.2 %, vendor drift up to "
+            f"10.7 %)") in capsys.readouterr().out
+    assert json.loads(out.read_text())["paired_geomean"]["geomean"] == pytest.approx(geomean)
+    assert bench.print_paired_geomean({"x": {"kernels": []}}) is None  # no layer paired: nothing printed
