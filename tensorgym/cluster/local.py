@@ -39,6 +39,10 @@ from .runs import MEASURE_RESOURCE, import_ray
 
 
 _AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
+# A worker node that exits while the cluster starts is started again, on new ports, this many times: its ports are
+# picked free before `ray start` binds them, and once in a while another process takes one in between.
+NODE_RESTARTS = 2
+LOG_TAIL_LINES = 15  # of a node's log, quoted in the error when it cannot be started (the log goes with the cluster)
 
 
 def _reload_ray_auth() -> None:
@@ -146,7 +150,7 @@ class LocalRayCluster:
             self._wait(lambda: self._gcs_listening(), "the head node")
             for index in range(1, self.n_nodes):
                 self.nodes.append(self._start_node(index))
-            self._wait(lambda: self._alive_nodes() >= self.n_nodes, f"{self.n_nodes} nodes")
+            self._wait(lambda: self._alive_nodes() >= self.n_nodes, f"{self.n_nodes} nodes", restarts=NODE_RESTARTS)
             self.use_from_this_process()
         except BaseException:
             self.stop()
@@ -221,6 +225,13 @@ class LocalRayCluster:
             return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                     start_new_session=True)
 
+    def _log_tail(self, index: int) -> str:
+        try:
+            lines = (self.root / f"node{index}.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(lines[-LOG_TAIL_LINES:])
+
     def _gcs_listening(self) -> bool:
         with socket.socket() as sock:
             sock.settimeout(0.2)
@@ -240,13 +251,23 @@ class LocalRayCluster:
         finally:
             state.disconnect()
 
-    def _wait(self, ready, what: str) -> None:
+    def _wait(self, ready, what: str, restarts: int = 0) -> None:
+        """Until ``ready()``; a worker node that exits meanwhile is started again up to ``restarts`` times."""
         deadline = time.monotonic() + self.start_timeout
         while not ready():
             for index, node in enumerate(self.nodes):
-                if node.poll() is not None:
-                    raise RuntimeError(f"ray node {index} exited with code {node.returncode}; see "
-                                       f"{self.root / f'node{index}.log'}")
+                if node.poll() is None:
+                    continue
+                if index > 0 and restarts > 0:
+                    restarts -= 1
+                    try:  # whatever the failed `ray start` left in its group
+                        os.killpg(node.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    self.nodes[index] = self._start_node(index)
+                    continue
+                raise RuntimeError(f"ray node {index} exited with code {node.returncode}; its log ends:\n"
+                                   + self._log_tail(index))
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{what} not up after {self.start_timeout:g} s; see {self.root}")
             time.sleep(0.2)
