@@ -3,9 +3,9 @@
 Measuring a landscape costs 20-40 minutes per layer on 2 cores, and whether it is as hard as the whole space
 (:mod:`tensorgym.baselines.fidelity`) is known only afterwards. This script predicts it first: an XGBoost
 surrogate fitted to the layer's measured kernels (its full-space sample, its shipped landscape and any
-``--extra`` landscape files) scores every config of each candidate benchmark space (the stratified rule with
-importance, over ``--choices`` x ``--max-configs``), and random search's expected best of 16/64/256 draws in it
-gives the predicted profile, beside the sample's measured one.
+``--extra`` landscape files) scores every config of each candidate benchmark space (the stratified rule, or
+``--rule stratified-path``, with importance, over ``--choices`` x ``--max-configs``), and random search's
+expected best of 16/64/256 draws in it gives the predicted profile, beside the sample's measured one.
 
 The surrogate is checked first, two ways, both printed: the sample's profile from cross-validated predictions
 against the measured one, and the shipped landscape's predicted profile against its measured one (in-sample:
@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--anchor-db", default=None,
                         help="the database of the anchoring search (`landscape measure`'s, '<db>-anchor.db'): plan "
                              "around its best config, the one measuring will use (default: the shipped optimum)")
+    parser.add_argument("--rule", default="stratified", choices=benchmark.STRATIFIED_RULES,
+                        help="the benchmark space's rule (default stratified)")
     parser.add_argument("--out", default=None, help="also write the report here")
     args = parser.parse_args(argv)
     target = local_cpu()
@@ -100,12 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     for choices in args.choices:
         importance = benchmark.coordinate_importance(full, list(sample.configs), list(sample.scores), top=args.top)
         for max_configs in args.max_configs:
-            bounds = benchmark.benchmark_bounds(full, max_configs, anchor, "stratified", importance, choices)
+            bounds = benchmark.benchmark_bounds(full, max_configs, anchor, args.rule, importance, choices)
             space = TilesSpace.for_target(target)(workload, target, bounds=bounds)
             candidate = space.configs()
             prediction = model.predict(np.array([full.encode(c) for c in candidate]))
             rows.append([str(choices), str(max_configs), str(len(candidate)), _profile(prediction),
                          f"{prediction.max() / anchor_score:.2f}"])
+    lines.append(f"candidates: rule {args.rule}")
     lines.append(format_table(rows, ["importance choices", "max configs", "configs", "predicted profile",
                                      "predicted best / anchor"]))
     emit("\n".join(lines) + "\n", args.out)

@@ -11,7 +11,7 @@ from tensorgym.catalog import make_agent, make_space
 from tensorgym.spaces.base import SpaceError
 from tensorgym.spaces.tiles import benchmark as tiles_benchmark
 from tensorgym.spaces.tiles.benchmark import (MIN_SHARE_OF_MAX, benchmark_bounds, benchmark_space,
-                                             coordinate_importance, stratified, uniform_marginals)
+                                             coordinate_importance, stratified, uniform_marginals, with_path_to)
 from tensorgym.spaces.tiles.space import TilesSpace
 from tensorgym.target import constructed_cpu
 from tensorgym.tuner import Tuner
@@ -126,6 +126,33 @@ def test_the_stratified_rule_keeps_the_whole_spaces_typical_values_and_fits_the_
         assert all(drawn[coord.label].count(v) > 0 for v in kept), (coord.label, kept)
     with pytest.raises(SpaceError, match="rule"):
         benchmark_space(workload, target, rule="best")
+
+
+def test_the_path_rule_adds_the_steps_between_the_anchor_and_its_nearest_kept_values():
+    choices = [1, 2, 4, 8, 16, 32, 64]
+    assert with_path_to([1, 2, 16], choices, 16) == [1, 2, 4, 8, 16]  # C7's register tile: 4 and 8 were missing
+    assert with_path_to([1, 8, 64], choices, 8) == [1, 2, 4, 8, 16, 32, 64]  # both sides
+    assert with_path_to([2, 4], choices, 4) == [2, 4]  # nothing missing
+    assert with_path_to([16], choices, 16) == [16]  # a coordinate of one value stays one
+
+
+def test_the_stratified_path_space_has_no_hole_next_to_the_anchor_and_keeps_its_size():
+    target = constructed_cpu("znver4")
+    workload = conv2d(1, 128, 28, 28, 256, 1, 1, 2, 0)  # ResNet-18 C7's shape
+    full = TilesSpace(workload, target)
+    anchor = full.sample(np.random.default_rng(5))
+    plain = benchmark_bounds(full, 20000, anchor=anchor)
+    path = benchmark_bounds(full, 20000, anchor=anchor, rule="stratified-path")
+    assert path != plain  # this anchor leaves holes next to it in the stratified grid
+    for c in full.coordinates:
+        order = list(c.choices)
+        here = order.index(anchor[c.knob] if c.level < 0 else anchor[c.knob][c.level])
+        kept = sorted(order.index(v) for v in path[c.label])
+        below = max((i for i in kept if i < here), default=here)
+        above = min((i for i in kept if i > here), default=here)
+        assert kept[kept.index(below):kept.index(above) + 1] == list(range(below, above + 1)), (c.label, kept)
+    space = benchmark_space(workload, target, max_configs=20000, anchor=anchor, rule="stratified-path")
+    assert anchor in set(space.configs()) and len(space.configs()) <= 20000
 
 
 def test_benchmark_space_refuses_a_size_it_cannot_meet():

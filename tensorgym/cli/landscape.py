@@ -197,7 +197,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rule", default="stratified", choices=tiles_benchmark.RULES,
                    help="which values each coordinate of the tiles benchmark space keeps (default stratified: in "
                         "proportion to uniform draws from the whole space, so the landscape is as hard as the space; "
-                        "favoured: the values the CPU favours, the rule of landscapes measured before it)")
+                        "stratified-path: those and every value between the anchor's and its nearest kept "
+                        "neighbours, the steps a guided search climbs; favoured: the values the CPU favours, the rule "
+                        "of landscapes measured before it)")
     _add_paired(p, "the anchor")
     _add_importance_choices(p)
     p.add_argument("--rounds", type=int, default=1,
@@ -266,7 +268,7 @@ def _importance_sample(args: argparse.Namespace, workload, target) -> Path | Non
     """The layer's full-space sample of this CPU (``tensorgym landscape sample``) whose coordinate importance the
     stratified rule shares its values out by, when one is there (None: every coordinate alike)."""
     path = sample_path(workload, target)
-    return path if args.rule == "stratified" and path.is_file() else None
+    return path if args.rule in tiles_benchmark.STRATIFIED_RULES and path.is_file() else None
 
 
 def _importance(args: argparse.Namespace, full) -> dict[str, float] | None:
