@@ -47,7 +47,8 @@ AGENTS = ("random", "ga", "dgd")
 TRIALS = (64, 128, 256)
 
 
-def live_bests(env_id: str, report: dict | None, out: Path | None, seeds: int) -> dict[str, dict[int, dict]]:
+def live_bests(env_id: str, report: dict | None, out: Path | None, seeds: int,
+               sample: Landscape) -> dict[str, dict[int, dict]]:
     """agent -> trials -> {seed: best}: the committed report's per-seed values, then the result files."""
     bests: dict[str, dict[int, dict]] = {agent: {n: {} for n in TRIALS} for agent in AGENTS}
     agents = (report or {}).get("envs", {}).get(env_id, {}).get("agents", {})
@@ -63,7 +64,6 @@ def live_bests(env_id: str, report: dict | None, out: Path | None, seeds: int) -
             result = TuningResult.from_json(json.loads(path.read_text()))
             for n in TRIALS:
                 bests[agent][n][result.seed] = result.best_at(n)
-    sample = Landscape.load(sample_path(workload_of(env_id), local_cpu()))
     scores = np.asarray(sample.scores, dtype=float)
     for seed in range(seeds):
         order = scores[np.random.default_rng(seed).permutation(len(scores))]
@@ -84,9 +84,8 @@ def _ci(values) -> str:
     return f"{mean:.1f} [{low:.1f}, {high:.1f}]" if low is not None else f"{mean:.1f}"
 
 
-def _progress_table(env_id: str, landscape: Landscape, live: dict, land: dict) -> list[str]:
+def _progress_table(sample: Landscape, landscape: Landscape, live: dict, land: dict) -> list[str]:
     """Each agent's mean best as a share of the best known (live) and of the optimum (landscape), side by side."""
-    sample = Landscape.load(sample_path(workload_of(env_id), local_cpu()))
     optimum = float(np.max(landscape.scores))
     best_known = max(optimum, float(np.max(sample.scores)),
                      *(max(values) for runs in live.values() for values in runs.values() if values))
@@ -128,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{max(TRIALS)} trials per agent. Means [95 % interval] of the best GFLOP/s over seeds.", ""]
     inverted_total = separated_total = 0
     for env_id in args.envs.split(","):
-        live = live_bests(env_id, report, Path(args.live_out), args.seeds)
+        sample = Landscape.load(sample_path(workload_of(env_id), local_cpu()))  # the whole space's, measured live
+        live = live_bests(env_id, report, Path(args.live_out), args.seeds, sample)
         land = landscape_bests(env_id, args.seeds, Path(args.landscape_out) / slug(env_id))
         live_lists = {a: {n: [v for _, v in sorted(live[a][n].items())] for n in TRIALS} for a in AGENTS}
         landscape = Landscape.load(find_landscape(env_id, "tiles"))
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "landscape means", "landscape"]),
                   "Kendall's tau of the means, live against landscape: "
                   + ", ".join(f"@{n} {'-' if t is None else f'{t:+.2f}'}" for n, t in result.tau.items()), ""]
-        lines += _progress_table(env_id, landscape, live_lists, land)
+        lines += _progress_table(sample, landscape, live_lists, land)
         inverted_total += len(result.inverted)
         separated_total += len(result.separated)
     lines.append(f"target: no separated pair inverted: {'MET' if inverted_total == 0 else 'NOT MET'} "
