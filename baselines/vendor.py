@@ -430,6 +430,109 @@ def _against_vendor_here(builder: KernelBuilder, config: Config, path: str, libr
             "vendor_drift": state.get("reference_drift"), "steal": state.get("steal")}
 
 
+PAIRING_VARIANTS = ("blocks", "paired", "paired, vendor warmed", "kernel / its copy", "vendor / its copy")
+
+
+def pairing_bias(builder: KernelBuilder, config: Config, library_path: str, *, rounds: int = 5, pairs: int = 30,
+                 protocol: TimingProtocol | None = None, timeout: float = 600.0) -> dict[str, Any]:
+    """Does pairing itself move a kernel/vendor ratio? Five ways of timing the same two kernels, in one process.
+
+    ``time_against_vendor``'s paired ratio has read above its separate one; this tells the method's share
+    from the machine's. Each of ``rounds`` rounds takes, in a rotated order, ``pairs`` samples each of:
+
+    * **blocks**: the kernel's samples back to back, then the vendor's (the separate ratio, taken seconds apart);
+    * **paired**: each kernel sample between two of the vendor's, as ``time_against_vendor`` pairs them;
+    * **paired, vendor warmed**: the same, but each vendor sample preceded by one untimed call, as TVM's
+      ``time_evaluator`` precedes each kernel sample: whether that untimed call favours the kernel;
+    * **kernel / its copy** and **vendor / its copy**: each paired with itself on separate buffers (A/A):
+      a pairing without bias reads 1.
+
+    Returns the vendor's name and, per variant, its ratio (median of samples) in each round.
+    """
+    workload = builder.workload
+    library, layout = _vendor_choice(workload, "onednn", None)
+    threads = local_cpu().num_cores
+    with tempfile.TemporaryDirectory(prefix="tensorgym-vendor-") as logs:
+        worker = Worker("vendor", logs, env={"OMP_NUM_THREADS": str(threads), "TVM_NUM_THREADS": str(threads),
+                                             **PAIRED_THREAD_POOLS, **local_cpu().vendor_environment()},
+                        block_torch=False, preload=(), unset=BLAS_OVERRIDES)
+        try:
+            outcome = worker.call("tensorgym.baselines.vendor:_pairing_bias_here", builder, config, library_path,
+                                  library, layout, protocol or TimingProtocol(), threads, rounds, pairs,
+                                  timeout=timeout)
+        finally:
+            worker.close()
+    if not outcome.ok:
+        raise RuntimeError(f"pairing {config.key} with {library} on {workload.label} failed ({outcome.kind}): "
+                           f"{outcome.error[-500:]}")
+    return outcome.value
+
+
+def _pairing_bias_here(builder: KernelBuilder, config: Config, path: str, library: str, layout: str,
+                       protocol: TimingProtocol, threads: int, rounds: int, pairs: int) -> dict[str, Any]:
+    """Runs in the vendor worker (see :func:`pairing_bias`)."""
+    import numpy as np
+    import torch
+    import tvm
+
+    from tensorgym.measure.paired import PairedSampler
+    from tensorgym.measure.tasks import main_sampler, reference_data
+
+    workload = builder.workload
+    builder.prepare_runtime()
+    inputs, _ = reference_data(workload)
+    module = tvm.runtime.load_module(path)
+
+    def kernel_on_own_buffers():
+        args = [tvm.runtime.tensor(a, tvm.cpu(0)) for a in builder.kernel_arguments(config, inputs)]
+        return main_sampler(module, tvm.cpu(0), args)
+
+    def warmed(call):
+        sampler = callable_sampler(call)
+
+        def samples(number: int, repeat: int) -> list[float]:
+            out = []
+            for _ in range(repeat):
+                call()
+                out += sampler(number, 1)
+            return out
+        return samples
+
+    kernel, kernel_copy = kernel_on_own_buffers(), kernel_on_own_buffers()
+    torch.set_num_threads(threads)
+    with torch.no_grad():
+        call, name = _torch_call(torch, workload, library, layout, workload.random_inputs(seed=0))
+        call_copy, _ = _torch_call(torch, workload, library, layout, workload.random_inputs(seed=1))
+        with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+            family = onednn_kernel(_capture_stdout(call))
+        vendor, vendor_copy = callable_sampler(call), callable_sampler(call_copy)
+        call_copy()
+        kernel_copy(1, 1)
+        kernel_s = float(np.median(kernel(1, 5)))
+        vendor_s = float(np.median(vendor(1, 5)))
+        k_number = PairedSampler.reference_calls(kernel_s, protocol.min_repeat_ms)
+        v_number = PairedSampler.reference_calls(vendor_s, protocol.min_repeat_ms)
+
+        def paired(first, first_number, second, second_number) -> float:
+            sampler = PairedSampler(first, second, reference_s=1.0, reference_number=second_number)
+            return float(np.median(sampler(first_number, pairs)))
+
+        variants = {
+            "blocks": lambda: float(np.median(kernel(k_number, pairs)) / np.median(vendor(v_number, pairs))),
+            "paired": lambda: paired(kernel, k_number, vendor, v_number),
+            "paired, vendor warmed": lambda: paired(kernel, k_number, warmed(call), v_number),
+            "kernel / its copy": lambda: paired(kernel, k_number, kernel_copy, k_number),
+            "vendor / its copy": lambda: paired(vendor, v_number, vendor_copy, v_number),
+        }
+        out: dict[str, list[float]] = {v: [] for v in PAIRING_VARIANTS}
+        for round_no in range(rounds):
+            for k in range(len(PAIRING_VARIANTS)):
+                variant = PAIRING_VARIANTS[(k + round_no) % len(PAIRING_VARIANTS)]
+                out[variant].append(variants[variant]())
+    return {"vendor": f"{name} [{family}]", "layout": layout, "kernel_s": kernel_s, "vendor_s": vendor_s,
+            "kernel_number": k_number, "vendor_number": v_number, "pairs": pairs, "ratios": out}
+
+
 def _time_here(workload: Workload, library: str, layout: str, protocol: TimingProtocol, threads: int) -> dict:
     """Runs in the vendor worker."""
     from tensorgym.measure.tasks import relative_error

@@ -13,10 +13,15 @@ and keeps their ratio. This benchmark measures what it buys on this machine, aga
   pre-packed convolution), in one process (:func:`tensorgym.baselines.vendor.time_against_vendor`): the ratio
   from two separate timings and the paired ratio. Each run is appended to ``--dir``/vendor.jsonl; run it
   again an hour later, and the report shows how far each ratio moved between runs.
-* ``report``: both, from what ``--dir`` holds (nothing is measured)::
+* ``bias``: whether pairing itself moves the ratio (:func:`tensorgym.baselines.vendor.pairing_bias`): the same
+  kernel and vendor timed in blocks, paired, paired with each vendor sample warmed by an untimed call (as TVM
+  warms each kernel sample), and each paired with a copy of itself, in ``--rounds`` rounds; appended to
+  ``--dir``/bias.jsonl.
+* ``report``: all of them, from what ``--dir`` holds (nothing is measured)::
 
     python bench/bench_paired.py rounds
     python bench/bench_paired.py vendor        # now, and again an hour later
+    python bench/bench_paired.py bias --env-id Conv2d-YOLO-Y9-v0 --rounds 5
     python bench/bench_paired.py report --out bench/reports/paired.txt
 
 Each measuring command times kernels: run it alone on the machine (it takes the CPU lock when called
@@ -35,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tensorgym.baselines.vendor import time_against_vendor
+from tensorgym.baselines.vendor import PAIRING_VARIANTS, pairing_bias, time_against_vendor
 from tensorgym.database import Database
 from tensorgym.landscape import Landscape, find_landscape
 from tensorgym.measure import Measurer, TimingProtocol
@@ -90,21 +95,49 @@ def cmd_rounds(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_vendor(args: argparse.Namespace) -> int:
+def _against_vendor(args: argparse.Namespace, log_name: str, timing) -> dict:
+    """The layer's best tiles kernel (its shipped landscape's optimum), built and timed by
+    ``timing(builder, config, path)`` against the vendor; the result is appended to ``--dir``/``log_name``."""
     landscape = Landscape.load(find_landscape(args.env_id, "tiles"))
     space = landscape.space(local_cpu())
     config = landscape.optimum.config
     with tempfile.TemporaryDirectory(prefix="tensorgym-paired-") as work:
         built = build(space.builder(), config, work)
-        result = time_against_vendor(space.builder(), config, built["path"], "onednn", pairs=args.pairs,
-                                     native_blas=True)
+        result = timing(space.builder(), config, built["path"])
     result.update(time=time.time(), env_id=args.env_id, config=config.key)
     Path(args.dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(args.dir) / "vendor.jsonl", "a") as log:
+    with open(Path(args.dir) / log_name, "a") as log:
         log.write(json.dumps(result) + "\n")
+    return result
+
+
+def cmd_vendor(args: argparse.Namespace) -> int:
+    result = _against_vendor(args, "vendor.jsonl", lambda builder, config, path: time_against_vendor(
+        builder, config, path, "onednn", pairs=args.pairs, native_blas=True))
     print(f"{args.env_id}: kernel/vendor {result['separate_ratio']:.3f} separately, {result['paired_ratio']:.3f} "
           f"paired (spread {result['paired_spread']:.3f}); vendor {result['vendor']}")
     return 0
+
+
+def cmd_bias(args: argparse.Namespace) -> int:
+    result = _against_vendor(args, "bias.jsonl", lambda builder, config, path: pairing_bias(
+        builder, config, path, rounds=args.rounds, pairs=args.pairs))
+    print("\n".join(bias_report([result])))
+    return 0
+
+
+def bias_report(runs: list[dict]) -> list[str]:
+    """Per run (a layer): each way of timing its kernel against the vendor, median and range over rounds."""
+    rows = []
+    for run in runs:
+        for variant in PAIRING_VARIANTS:
+            values = run["ratios"][variant]
+            rows.append([run["env_id"], time.strftime("%H:%M", time.gmtime(run["time"])), variant,
+                         f"{np.median(values):.3f}", f"{min(values):.3f}-{max(values):.3f}", str(len(values))])
+    vendors = sorted({run["vendor"] for run in runs})
+    return [format_table(rows, ["layer", "UTC", "timing", "ratio (median)", "range over rounds", "rounds"]),
+            f"latency ratios, kernel over vendor (below 1, the kernel is faster), a copy's over its original for "
+            f"the A/A rows; {runs[0]['pairs']} samples per ratio; vendor: {', '.join(vendors)}"]
 
 
 def _round_scores(path: Path, mode: str) -> dict:
@@ -202,13 +235,17 @@ def cmd_report(args: argparse.Namespace) -> int:
                       f"target spread {spread or TimingProtocol().target_spread} ==",
                   *rounds_report(directory, name, args.rounds)]
     lines += ["", "== kernel against vendor ==", *vendor_report(directory)]
+    bias = directory / "bias.jsonl"
+    if bias.exists():
+        lines += ["", "== does pairing itself move the ratio? ==",
+                  *bias_report([json.loads(line) for line in bias.read_text().splitlines() if line.strip()])]
     emit("\n".join(lines) + "\n", args.out)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("rounds", "vendor", "report"))
+    parser.add_argument("command", choices=("rounds", "vendor", "bias", "report"))
     parser.add_argument("--env-id", default="Conv2d-ResNet-R5-v0")
     parser.add_argument("--configs", type=int, default=64, help="near-peak configs per round (default 64)")
     parser.add_argument("--rounds", type=int, default=2)
@@ -227,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.configs < 3 or args.rounds < 2 or args.pairs < 3:
         print("error: --configs and --pairs must be at least 3, --rounds at least 2", file=sys.stderr)
         return 2
-    return {"rounds": cmd_rounds, "vendor": cmd_vendor, "report": cmd_report}[args.command](args)
+    return {"rounds": cmd_rounds, "vendor": cmd_vendor, "bias": cmd_bias, "report": cmd_report}[args.command](args)
 
 
 if __name__ == "__main__":
