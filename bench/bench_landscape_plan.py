@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                              "around its best config, the one measuring will use (default: the shipped optimum)")
     parser.add_argument("--rule", default="stratified", choices=benchmark.STRATIFIED_RULES,
                         help="the benchmark space's rule (default stratified)")
+    parser.add_argument("--held", default=None,
+                        help="a landscape database being measured: also count each candidate's configs it holds, so "
+                             "a smaller candidate can reuse what a larger one's measuring already paid for")
     parser.add_argument("--out", default=None, help="also write the report here")
     args = parser.parse_args(argv)
     target = local_cpu()
@@ -98,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{args.anchor_db} holds no correct kernel of {workload.label}'s tiles space on this CPU")
         anchor = found[0].config
     anchor_score = float(model.predict(np.array([full.encode(anchor)]))[0])
+    held: set[str] = set()
+    if args.held:
+        with Database(args.held, readonly=True) as database:
+            held = {r.config.key for r in database.records(workload.key, target.fingerprint, full.name)}
     rows = []
     for choices in args.choices:
         importance = benchmark.coordinate_importance(full, list(sample.configs), list(sample.scores), top=args.top)
@@ -106,11 +113,14 @@ def main(argv: list[str] | None = None) -> int:
             space = TilesSpace.for_target(target)(workload, target, bounds=bounds)
             candidate = space.configs()
             prediction = model.predict(np.array([full.encode(c) for c in candidate]))
-            rows.append([str(choices), str(max_configs), str(len(candidate)), _profile(prediction),
-                         f"{prediction.max() / anchor_score:.2f}"])
+            row = [str(choices), str(max_configs), str(len(candidate)), _profile(prediction),
+                   f"{prediction.max() / anchor_score:.2f}"]
+            if args.held:
+                row.append(str(sum(c.key in held for c in candidate)))
+            rows.append(row)
     lines.append(f"candidates: rule {args.rule}")
-    lines.append(format_table(rows, ["importance choices", "max configs", "configs", "predicted profile",
-                                     "predicted best / anchor"]))
+    columns = ["importance choices", "max configs", "configs", "predicted profile", "predicted best / anchor"]
+    lines.append(format_table(rows, columns + (["held"] if args.held else [])))
     emit("\n".join(lines) + "\n", args.out)
     return 0
 
