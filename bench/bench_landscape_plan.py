@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("env_id")
     parser.add_argument("--choices", type=int_list, default=(7, 11, 15), help="importance choices to try")
     parser.add_argument("--max-configs", type=int_list, default=(1024, 2048, 4096), help="sizes to try")
-    parser.add_argument("--top", type=float, default=0.05, help="the share of the sample that decides importance")
+    parser.add_argument("--top", type=float, default=benchmark.IMPORTANCE_TOP,
+                        help="the share of the sample that decides importance (landscape measure's --importance-top)")
     parser.add_argument("--extra", nargs="*", default=(), help="more measured landscape files of the layer")
     parser.add_argument("--anchor-db", default=None,
                         help="the database of the anchoring search (`landscape measure`'s, '<db>-anchor.db'): plan "

@@ -200,6 +200,24 @@ def test_importance_goes_to_the_coordinates_the_best_kernels_agree_on_and_buys_t
         coordinate_importance(full, configs[:5], scores[:5])
 
 
+def test_importance_from_the_whole_sample_makes_every_coordinate_alike_and_shares_values_out_evenly():
+    target = constructed_cpu("znver4")
+    workload = conv2d(1, 128, 28, 28, 128, 3, 3, 1, 1)
+    full = TilesSpace(workload, target)
+    configs = full.sample_many(np.random.default_rng(0), 400)
+    scores = [100.0 if c["x"][-1] == configs[0]["x"][-1] else 10.0 * (i % 7) for i, c in enumerate(configs)]
+    alike = coordinate_importance(full, configs, scores, top=1.0)
+    assert set(alike.values()) == {0.0}
+    bounds = benchmark_bounds(full, 2500, anchor=configs[0], importance=alike)
+    space = TilesSpace(workload, target, bounds=bounds)
+    assert 2500 // MIN_SHARE_OF_MAX <= len(space.configs()) <= 2500 and configs[0] in set(space.configs())
+    kept = [len(bounds[c.label]) for c in full.coordinates if len(bounds[c.label]) < len(c.choices)]
+    assert max(kept) - min(kept) <= 2, kept  # grown in turn from the anchor's value, none favoured
+    for top in (0.0, 1.5):
+        with pytest.raises(SpaceError, match="importance share"):
+            coordinate_importance(full, configs, scores, top=top)
+
+
 def test_a_space_whose_importance_sits_in_one_small_coordinate_still_holds_half_its_size(monkeypatch):
     """All importance in one coordinate of four values: without a floor the space kept one value of every other
     coordinate (a few configs, where random search finds the optimum at once)."""

@@ -162,6 +162,10 @@ def _add_importance_choices(p: argparse.ArgumentParser) -> None:
                    help=f"stratified rule with a full-space sample: the most important coordinate keeps 1 + this "
                         f"many values (default {tiles_benchmark.IMPORTANCE_CHOICES}; more makes the space harder; "
                         f"bench/bench_landscape_plan.py predicts each choice's difficulty)")
+    p.add_argument("--importance-top", type=float, default=tiles_benchmark.IMPORTANCE_TOP,
+                   help=f"the share of the full-space sample whose values decide each coordinate's importance "
+                        f"(default {tiles_benchmark.IMPORTANCE_TOP}: its best kernels; 1: every coordinate alike, "
+                        f"values shared out evenly; the planner's --top)")
 
 
 def _add_paired(p: argparse.ArgumentParser, reference: str) -> None:
@@ -259,6 +263,8 @@ def _anchored_space(args: argparse.Namespace, measurer: Measurer | None = None):
                                                              max_configs=max_configs, anchor=anchor.config)
     if args.importance_choices < 1:
         raise InvalidArgumentError(f"--importance-choices must be at least 1, got {args.importance_choices}")
+    if not 0 < args.importance_top <= 1:
+        raise InvalidArgumentError(f"--importance-top must be in (0, 1], got {args.importance_top}")
     return anchor, tiles_benchmark.benchmark_space(workload, target, max_configs=max_configs, anchor=anchor.config,
                                                    rule=args.rule, importance=_importance(args, full),
                                                    importance_choices=args.importance_choices)
@@ -278,7 +284,8 @@ def _importance(args: argparse.Namespace, full) -> dict[str, float] | None:
     if path is None:
         return None
     sample = Landscape.load(path)
-    return tiles_benchmark.coordinate_importance(full, list(sample.configs), list(sample.scores))
+    return tiles_benchmark.coordinate_importance(full, list(sample.configs), list(sample.scores),
+                                                 top=args.importance_top)
 
 
 def _space_notes(args: argparse.Namespace, space, anchor) -> dict:
@@ -288,8 +295,9 @@ def _space_notes(args: argparse.Namespace, space, anchor) -> dict:
     if args.space != "tiles":
         return found
     path = _importance_sample(args, space.workload, space.target)
-    weighted = {"importance_from": f"samples/{path.name}", "importance_choices": args.importance_choices} if path \
-        else {}
+    weighted = {"importance_from": f"samples/{path.name}", "importance_choices": args.importance_choices,
+                **({"importance_top": args.importance_top}
+                   if args.importance_top != tiles_benchmark.IMPORTANCE_TOP else {})} if path else {}
     return {**found, "rule": args.rule, **weighted}
 
 

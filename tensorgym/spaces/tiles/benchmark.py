@@ -110,6 +110,11 @@ STRATIFIED_RULES = ("stratified", "stratified-path")
 # important coordinates have many values (ResNet-18 C7) needs more to be as hard as its whole space: a surrogate
 # fitted to its full-space sample predicts the profile of each choice before anything is measured.
 IMPORTANCE_CHOICES = 7
+# The share of the full-space sample whose values decide a coordinate's importance: the best 5 %, the kernels a
+# search is after. 1 (the whole sample) makes every coordinate alike, so values are shared out evenly from the
+# anchor's; on layers where the best kernels' coordinates are not what makes most kernels slow (BERT M3, YOLO-9000
+# Y9 on Zen 4), that space is the one as hard as the whole space, for random search.
+IMPORTANCE_TOP = 0.05
 # How many choices each kind of coordinate starts with, before the space is cut to size.
 START_CHOICES = {"inner": 4, "middle": 2, "outer": 4, "reduction": 4, "scalar": 2}
 # The order in which kinds of coordinate give up choices when two hold equally many.
@@ -135,12 +140,14 @@ def benchmark_space(workload: Workload, target: Target, *, max_configs: int = DE
 
 
 def coordinate_importance(space: TilesSpace, configs: list[Config], scores: list[float],
-                          top: float = 0.05) -> dict[str, float]:
+                          top: float = IMPORTANCE_TOP) -> dict[str, float]:
     """How much each coordinate decides a good kernel, from a uniform sample of the whole ``space`` (``configs``
     with their GFLOP/s): 1 minus the entropy of its values among the best ``top`` share of the sample over their
     entropy in the whole sample (0: the best kernels take its values as often as any; 1: they all take one)."""
     if len(configs) != len(scores) or len(configs) < 20:
         raise SpaceError(f"coordinate_importance needs at least 20 configs with their scores, got {len(configs)}")
+    if not 0 < top <= 1:
+        raise SpaceError(f"the importance share must be in (0, 1], got {top}")
     order = np.argsort(-np.asarray(scores, dtype=float))
     best = [configs[i] for i in order[:max(5, int(top * len(configs)))]]
 
