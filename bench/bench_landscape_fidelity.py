@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         land, sample = Landscape.load(path), Landscape.load(sample_file)
         f = landscape_fidelity(land, sample)
         rows.append((name, land.workload_label, str(len(land)), " / ".join(f"{v:.2f}" for v in f.landscape),
-                     str(len(sample)), " / ".join(f"{v:.2f}" for v in f.sample), f"{f.gap:.2f}",
+                     str(len(sample)), " / ".join(f"{v:.2f}" for v in f.sample), f"{f.gap:.3f}",
                      "yes" if f.representative else "no", f"{100 * f.near_optimal_landscape:.1f} %",
                      f"{100 * f.near_optimal_sample:.1f} %", f"{f.landscape_optimum:.1f}", f"{f.sample_best:.1f}"))
     draws = "/".join(map(str, DRAWS))

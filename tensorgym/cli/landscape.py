@@ -436,7 +436,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if shipped.sample.is_file():
             fidelity = landscape_fidelity(land, Landscape.load(shipped.sample))
             whole = " / ".join(f"{v:.2f}" for v in fidelity.sample)
-            gap = f"{fidelity.gap:.2f}" + (" ok" if fidelity.representative else "")
+            gap = f"{fidelity.gap:.3f}" + (" ok" if fidelity.representative else "")
         optimum, anchor = float(land.scores.max()), (land.metadata.notes or {}).get("anchor_gflops")
         rows.append((shipped.cpu + (" (this CPU)" if shipped.cpu == here else ""), shipped.layer, shipped.space,
                      str(len(land)), f"{optimum:.1f}", f"{optimum / anchor:.2f}" if anchor else "-",
