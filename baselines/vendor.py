@@ -415,7 +415,7 @@ def _against_vendor_here(builder: KernelBuilder, config: Config, path: str, libr
         with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
             family = onednn_kernel(_capture_stdout(call))
 
-        vendor = callable_sampler(call)
+        vendor = callable_sampler(call, warm=True)  # warmed as TVM warms each of the kernel's samples
         vendor_s, _ = summarize_samples(protocol.time_callable(call).samples)
         kernel_timing = protocol.run(protocol.first_call(lambda: module["main"](*args)), kernel)
         kernel_s, _ = summarize_samples(kernel_timing.samples)
@@ -437,13 +437,14 @@ def pairing_bias(builder: KernelBuilder, config: Config, library_path: str, *, r
                  protocol: TimingProtocol | None = None, timeout: float = 600.0) -> dict[str, Any]:
     """Does pairing itself move a kernel/vendor ratio? Five ways of timing the same two kernels, in one process.
 
-    ``time_against_vendor``'s paired ratio has read above its separate one; this tells the method's share
-    from the machine's. Each of ``rounds`` rounds takes, in a rotated order, ``pairs`` samples each of:
+    Paired ratios read the kernel faster than separate timings did, on every layer tried; this tells the
+    method's share from the machine's. Each of ``rounds`` rounds takes, in a rotated order, ``pairs`` samples of:
 
     * **blocks**: the kernel's samples back to back, then the vendor's (the separate ratio, taken seconds apart);
-    * **paired**: each kernel sample between two of the vendor's, as ``time_against_vendor`` pairs them;
+    * **paired**: each kernel sample between two of the vendor's, the vendor's samples cold (as
+      ``time_against_vendor`` took them until this experiment: 2-3 % in the kernel's favour);
     * **paired, vendor warmed**: the same, but each vendor sample preceded by one untimed call, as TVM's
-      ``time_evaluator`` precedes each kernel sample: whether that untimed call favours the kernel;
+      ``time_evaluator`` precedes each kernel sample (as ``time_against_vendor`` takes them now);
     * **kernel / its copy** and **vendor / its copy**: each paired with itself on separate buffers (A/A):
       a pairing without bias reads 1.
 
@@ -487,17 +488,6 @@ def _pairing_bias_here(builder: KernelBuilder, config: Config, path: str, librar
         args = [tvm.runtime.tensor(a, tvm.cpu(0)) for a in builder.kernel_arguments(config, inputs)]
         return main_sampler(module, tvm.cpu(0), args)
 
-    def warmed(call):
-        sampler = callable_sampler(call)
-
-        def samples(number: int, repeat: int) -> list[float]:
-            out = []
-            for _ in range(repeat):
-                call()
-                out += sampler(number, 1)
-            return out
-        return samples
-
     kernel, kernel_copy = kernel_on_own_buffers(), kernel_on_own_buffers()
     torch.set_num_threads(threads)
     with torch.no_grad():
@@ -520,7 +510,7 @@ def _pairing_bias_here(builder: KernelBuilder, config: Config, path: str, librar
         variants = {
             "blocks": lambda: float(np.median(kernel(k_number, pairs)) / np.median(vendor(v_number, pairs))),
             "paired": lambda: paired(kernel, k_number, vendor, v_number),
-            "paired, vendor warmed": lambda: paired(kernel, k_number, warmed(call), v_number),
+            "paired, vendor warmed": lambda: paired(kernel, k_number, callable_sampler(call, warm=True), v_number),
             "kernel / its copy": lambda: paired(kernel, k_number, kernel_copy, k_number),
             "vendor / its copy": lambda: paired(vendor, v_number, vendor_copy, v_number),
         }

@@ -137,7 +137,10 @@ def bias_report(runs: list[dict]) -> list[str]:
     vendors = sorted({run["vendor"] for run in runs})
     return [format_table(rows, ["layer", "UTC", "timing", "ratio (median)", "range over rounds", "rounds"]),
             f"latency ratios, kernel over vendor (below 1, the kernel is faster), a copy's over its original for "
-            f"the A/A rows; {runs[0]['pairs']} samples per ratio; vendor: {', '.join(vendors)}"]
+            f"the A/A rows; {runs[0]['pairs']} samples per ratio; vendor: {', '.join(vendors)}. paired: the "
+            f"vendor's samples cold, as time_against_vendor took them before this experiment; paired, vendor "
+            f"warmed: each after one untimed call, as TVM's time_evaluator warms the kernel's, and as "
+            f"time_against_vendor takes them now"]
 
 
 def _round_scores(path: Path, mode: str) -> dict:

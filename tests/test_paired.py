@@ -140,3 +140,12 @@ def test_export_ranks_paired_records_of_several_sessions_by_their_ratios(space):
     assert rescaled[1].gflops == pytest.approx(1 / 1.1e-3) and rescaled[2] is records[2]
     plain = Record("w", "t", "tiles", a, Status.OK, latency_s=1e-3, gflops=1.0)
     assert paired_scale([plain]) is None and on_one_scale([plain]) == [plain]
+
+
+def test_a_warm_callable_sampler_makes_one_untimed_call_before_each_sample_as_tvm_does():
+    from tensorgym.measure.protocol import callable_sampler
+
+    calls = []
+    assert len(callable_sampler(lambda: calls.append(1))(3, 2)) == 2 and len(calls) == 6
+    calls.clear()
+    assert len(callable_sampler(lambda: calls.append(1), warm=True)(3, 2)) == 2 and len(calls) == 8

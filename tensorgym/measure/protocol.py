@@ -229,12 +229,19 @@ class TimingProtocol:
         return self.run(self.first_call(fn), callable_sampler(fn), incumbent_s=incumbent_s)
 
 
-def callable_sampler(fn: Callable[[], object]) -> Callable[[int, int], list[float]]:
-    """``time_samples(number, repeat)`` over a Python callable: each sample the mean of ``number`` calls in a loop."""
+def callable_sampler(fn: Callable[[], object], *, warm: bool = False) -> Callable[[int, int], list[float]]:
+    """``time_samples(number, repeat)`` over a Python callable: each sample the mean of ``number`` calls in a loop.
+
+    ``warm``: one untimed call before each sample, as TVM's ``time_evaluator`` makes before its samples. A sampler
+    timed in alternation with a TVM kernel's needs it: without it, each of its samples starts on caches the kernel
+    just filled, and the pair reads 2-3 % in the kernel's favour (measured on a 2-vCPU Zen 4 against oneDNN's
+    convolutions, ``bench/bench_paired.py bias``)."""
 
     def samples(number: int, repeat: int) -> list[float]:
         out = []
         for _ in range(repeat):
+            if warm:
+                fn()
             t0 = time.perf_counter()
             for _ in range(number):
                 fn()
