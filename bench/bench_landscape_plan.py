@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.held:
         with Database(args.held, readonly=True) as database:
             held = {r.config.key for r in database.records(workload.key, target.fingerprint, full.name)}
-    rows = []
+    rows, kept = [], []
     for choices in args.choices:
         importance = benchmark.coordinate_importance(full, list(sample.configs), list(sample.scores), top=args.top)
         for max_configs in args.max_configs:
@@ -119,9 +119,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.held:
                 row.append(str(sum(c.key in held for c in candidate)))
             rows.append(row)
+            kept.append(f"{choices} choices, at most {max_configs}: " + ", ".join(
+                f"{c.label} {len(bounds[c.label])}/{len(c.choices)}" for c in full.coordinates))
     lines.append(f"candidates: rule {args.rule}")
     columns = ["importance choices", "max configs", "configs", "predicted profile", "predicted best / anchor"]
     lines.append(format_table(rows, columns + (["held"] if args.held else [])))
+    lines += ["", "values each candidate keeps of each coordinate (few values of an innermost tile can stall a guided "
+              "search that climbs it step by step, as on ResNet-18 C7):", *kept]
     emit("\n".join(lines) + "\n", args.out)
     return 0
 
