@@ -102,7 +102,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tensorgym.config import Config
-from tensorgym.errors import TensorgymError
+from tensorgym.errors import InvalidArgumentError, TensorgymError
 from tensorgym.measure.contention import is_busy
 from tensorgym.measure.protocol import TimingProtocol, callable_sampler, robust_spread
 from tensorgym.measure.runner import GPU_TIMING
@@ -450,6 +450,8 @@ def pairing_bias(builder: KernelBuilder, config: Config, library_path: str, *, r
 
     Returns the vendor's name and, per variant, its ratio (median of samples) in each round.
     """
+    if rounds < 1 or pairs < 1:
+        raise InvalidArgumentError(f"pairing_bias needs at least one round and one pair, got {rounds} and {pairs}")
     workload = builder.workload
     library, layout = _vendor_choice(workload, "onednn", None)
     threads = local_cpu().num_cores

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tensorgym.baselines.vendor import PAIRING_VARIANTS, pairing_bias
+from tensorgym.errors import InvalidArgumentError
 from tensorgym.measure.tasks import build
 from tensorgym.spaces.tiles.space import TilesSpace
 from tensorgym.target import local_cpu
@@ -29,3 +30,5 @@ def test_every_way_of_timing_gives_one_sane_ratio_per_round(tmp_path):
     # a copy of the same kernel on its own buffers runs within a few times of its original on any machine
     assert all(0.2 < r < 5 for r in result["ratios"]["kernel / its copy"] + result["ratios"]["vendor / its copy"])
     assert result["vendor"] and result["pairs"] == 3
+    with pytest.raises(InvalidArgumentError, match="at least one round"):
+        pairing_bias(space.builder(), config, built["path"], rounds=0)
