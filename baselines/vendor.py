@@ -442,7 +442,7 @@ def pairing_bias(builder: KernelBuilder, config: Config, library_path: str, *, r
 
     * **blocks**: the kernel's samples back to back, then the vendor's (the separate ratio, taken seconds apart);
     * **paired**: each kernel sample between two of the vendor's, the vendor's samples cold (as
-      ``time_against_vendor`` took them until this experiment: 2-3 % in the kernel's favour);
+      ``time_against_vendor`` took them until this experiment: 1-3 % in the kernel's favour);
     * **paired, vendor warmed**: the same, but each vendor sample preceded by one untimed call, as TVM's
       ``time_evaluator`` precedes each kernel sample (as ``time_against_vendor`` takes them now);
     * **kernel / its copy** and **vendor / its copy**: each paired with itself on separate buffers (A/A):

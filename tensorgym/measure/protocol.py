@@ -234,7 +234,7 @@ def callable_sampler(fn: Callable[[], object], *, warm: bool = False) -> Callabl
 
     ``warm``: one untimed call before each sample, as TVM's ``time_evaluator`` makes before its samples. A sampler
     timed in alternation with a TVM kernel's needs it: without it, each of its samples starts on caches the kernel
-    just filled, and the pair reads 2-3 % in the kernel's favour (measured on a 2-vCPU Zen 4 against oneDNN's
+    just filled, and the pair reads 1-3 % in the kernel's favour (measured on a 2-vCPU Zen 4 against oneDNN's
     convolutions, ``bench/bench_paired.py bias``)."""
 
     def samples(number: int, repeat: int) -> list[float]:
