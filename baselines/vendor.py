@@ -374,22 +374,28 @@ def time_against_vendor(builder: KernelBuilder, config: Config, library_path: st
     Returns the vendor's name and kernel family, both ratios (the paired one with its samples' spread), the
     vendor's drift over the paired samples and the hypervisor's steal meanwhile.
     """
-    workload = builder.workload
-    library, layout = _vendor_choice(workload, library, layout)
+    library, layout = _vendor_choice(builder.workload, library, layout)
+    return _beside_vendor("_against_vendor_here", builder, config, library_path, library, layout,
+                          protocol or TimingProtocol(), pairs, native_blas=native_blas, timeout=timeout)
+
+
+def _beside_vendor(function: str, builder: KernelBuilder, config: Config, library_path: str, library: str,
+                   layout: str, protocol: TimingProtocol, *args: Any, native_blas: bool, timeout: float) -> Any:
+    """``function`` of this module run in a fresh vendor worker, where a built kernel and the vendor are timed in
+    one process: both thread pools told not to spin, every core used, the CPU's restriction applied."""
     threads = local_cpu().num_cores
-    restriction = local_cpu().vendor_environment()
     with tempfile.TemporaryDirectory(prefix="tensorgym-vendor-") as logs:
         worker = Worker("vendor", logs, env={"OMP_NUM_THREADS": str(threads), "TVM_NUM_THREADS": str(threads),
-                                             **PAIRED_THREAD_POOLS, **restriction},
+                                             **PAIRED_THREAD_POOLS, **local_cpu().vendor_environment()},
                         block_torch=False, preload=(), unset=BLAS_OVERRIDES if native_blas else ())
         try:
-            outcome = worker.call("tensorgym.baselines.vendor:_against_vendor_here", builder, config, library_path,
-                                  library, layout, protocol or TimingProtocol(), threads, pairs, timeout=timeout)
+            outcome = worker.call(f"tensorgym.baselines.vendor:{function}", builder, config, library_path, library,
+                                  layout, protocol, threads, *args, timeout=timeout)
         finally:
             worker.close()
     if not outcome.ok:
-        raise RuntimeError(f"timing {config.key} against {library} on {workload.label} failed ({outcome.kind}): "
-                           f"{outcome.error[-500:]}")
+        raise RuntimeError(f"timing {config.key} beside {library} on {builder.workload.label} failed "
+                           f"({outcome.kind}): {outcome.error[-500:]}")
     return outcome.value
 
 
@@ -452,23 +458,9 @@ def pairing_bias(builder: KernelBuilder, config: Config, library_path: str, *, r
     """
     if rounds < 1 or pairs < 1:
         raise InvalidArgumentError(f"pairing_bias needs at least one round and one pair, got {rounds} and {pairs}")
-    workload = builder.workload
-    library, layout = _vendor_choice(workload, "onednn", None)
-    threads = local_cpu().num_cores
-    with tempfile.TemporaryDirectory(prefix="tensorgym-vendor-") as logs:
-        worker = Worker("vendor", logs, env={"OMP_NUM_THREADS": str(threads), "TVM_NUM_THREADS": str(threads),
-                                             **PAIRED_THREAD_POOLS, **local_cpu().vendor_environment()},
-                        block_torch=False, preload=(), unset=BLAS_OVERRIDES)
-        try:
-            outcome = worker.call("tensorgym.baselines.vendor:_pairing_bias_here", builder, config, library_path,
-                                  library, layout, protocol or TimingProtocol(), threads, rounds, pairs,
-                                  timeout=timeout)
-        finally:
-            worker.close()
-    if not outcome.ok:
-        raise RuntimeError(f"pairing {config.key} with {library} on {workload.label} failed ({outcome.kind}): "
-                           f"{outcome.error[-500:]}")
-    return outcome.value
+    library, layout = _vendor_choice(builder.workload, "onednn", None)
+    return _beside_vendor("_pairing_bias_here", builder, config, library_path, library, layout,
+                          protocol or TimingProtocol(), rounds, pairs, native_blas=True, timeout=timeout)
 
 
 def _pairing_bias_here(builder: KernelBuilder, config: Config, path: str, library: str, layout: str,

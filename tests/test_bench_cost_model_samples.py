@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from bench_scripts import bench_script
 
 from tensorgym.landscape import Landscape, shipped_landscapes
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_cost_model_landscape.py"
 CPU = "amd-epyc-zen4-avx512-2c"  # a CPU folder that ships full-space samples (any machine can read them)
 
 
 @pytest.fixture(scope="module")
 def bench():
-    import sys
-
-    sys.path.insert(0, str(BENCH.parent))  # the script imports bench/report_header.py
-    try:
-        spec = importlib.util.spec_from_file_location("bench_cost_model_landscape", BENCH)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH.parent))
-    return module
+    return bench_script("bench_cost_model_landscape")
 
 
 def test_the_models_are_scored_on_the_full_space_sample(bench):

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from bench_scripts import bench_script
 
 from tensorgym.workloads import conv2d
-
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "vendor_padding.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(BENCH.parent))  # the script imports bench/report_header.py
-    try:
-        spec = importlib.util.spec_from_file_location("vendor_padding", BENCH)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH.parent))
-    return module
+    return bench_script("vendor_padding")
 
 
 def test_the_valid_tap_share_counts_the_zero_border_a_padded_convolution_reads(bench):
