@@ -13,9 +13,10 @@ from tensorgym.spaces.microkernel import (
 )
 from tensorgym.spaces import Config, SpaceError
 from tensorgym.spaces.microkernel import LAMBDA, MicrokernelSpace
+from tensorgym.spaces.microkernel.codegen import border_cases, border_taps, build_prim_func, pack_conv2d, unpack_conv2d
 from tensorgym.suites import SUITES
 from tensorgym.target import local_cpu
-from tensorgym.workloads import conv2d, matmul
+from tensorgym.workloads import Conv2d, conv2d, matmul
 
 TARGET = local_cpu()
 V = TARGET.vector_lanes_fp32
@@ -36,6 +37,7 @@ AWKWARD = [
     conv2d(1, 3, 13, 11, 37, 3, 3, 1, 0, name="13x11 prime, no pad"),
     conv2d(2, 3, 7, 7, 16, 1, 1, 1, 0, name="batch 2"),
     conv2d(1, 16, 17, 13, 32, 3, 3, 1, "same", name="17x13 weights packed by shuffles"),
+    conv2d(1, 4, 23, 23, 16, 7, 7, 2, 3, name="7x7 filter, stride 2, padding 3"),
     matmul(37, 50, 29, name="primes"),
     matmul(68, 17, 13, name="68x17"),
 ]
@@ -230,3 +232,46 @@ def test_one_generated_kernel_matches_numpy(catalogue, measurer):
     assert len(config["h"]) == 4  # 17 rows need a combination
     record = measurer.measure(space, [config])[0]
     assert record.ok, record.error
+
+
+def test_border_taps_and_cases():
+    """Which taps a block reads from the input, and the bodies a call may take along one axis."""
+    assert border_taps(None, 0, 3, 1, 7) == [0, 1, 2]  # unknown origin: every tap
+    assert border_taps(-1, 0, 3, 1, 7) == [1, 2]  # the first row's tap 0 lies on the top border
+    assert border_taps(4, 2, 2, 1, 7) == [0]  # the second row's tap 2 reads row 7, past the bottom
+    assert border_taps(-3, 1, 3, 2, 23) == [1, 2]  # stride 2: rows read -2, 0, 2
+    assert border_cases(-1, 0, 3, 3, 7, 3, 1, 7) == [(None, None)]  # no padding: one full body
+    assert border_cases(-1, 1, 7, 3, 7, 3, 1, 7) == [(None, -1)]  # a constant origin: one specialised body
+    from tvm import tirx
+
+    y = tirx.Var("y", "int32")
+    # 3x3, padding 1, blocks of 2 rows of a 28-row output: the first block (origin -1) and the last (origin 25)
+    cases = border_cases(y - 1, 1, 2, 3, 28, 3, 1, 28)
+    assert [t for _, t in cases] == [-1, 25, None]
+    assert cases[-1][0] is None and all(c is not None for c, _ in cases[:-1])
+
+
+PADDED = [wl for wl in AWKWARD if isinstance(wl, Conv2d) and wl.padding == 1]
+
+
+@pytest.mark.parametrize("workload", PADDED, ids=lambda w: w.name)
+def test_kernels_never_multiply_the_zero_border(workload, catalogue):
+    """A pre-packed input whose zero border holds NaN instead: every tap on it is skipped (as oneDNN skips
+    them), so the output stays finite and matches NumPy. With padding 1 every config skips them all."""
+    import tvm
+
+    rng = np.random.default_rng(7)
+    space = MicrokernelSpace(workload, TARGET, catalogue=catalogue, prepacked=True)
+    data, kernel = workload.random_inputs(seed=3)
+    packed, packed_kernel = pack_conv2d(workload, V, data, kernel)
+    packed[:, [0, -1]] = np.nan
+    packed[:, :, [0, -1]] = np.nan
+    expected = workload.reference(data, kernel)
+    for config in {space.sample(rng) for _ in range(3)}:
+        module = tvm.IRModule({"main": build_prim_func(workload, space.builder().plan(config))})
+        kernel_fn = tvm.compile(module, target=TARGET.tvm_target())["main"]
+        out = tvm.runtime.tensor(np.zeros((workload.N, space.extents["f"], workload.OH, workload.OW, V), "float32"))
+        kernel_fn(tvm.runtime.tensor(packed), tvm.runtime.tensor(packed_kernel), out)
+        result = unpack_conv2d(workload, out.numpy())
+        assert np.isfinite(result).all(), f"{space.describe(config)} multiplied a border tap"
+        np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-3)
