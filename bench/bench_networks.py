@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--network", default="ResNet-18", help="a built-in network or a JSON/TOML file")
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS), help="comma-separated schedulers")
-    parser.add_argument("--space", default="tiles", help="search space of the layers (tiles; mapping with #10)")
+    parser.add_argument("--space", default="tiles", help="search space of the layers (tiles or mapping)")
     parser.add_argument("--dtype", default=None, help="data type of the layers (default float32; int8 for mapping)")
     parser.add_argument("--budget", type=int, default=None,
                         help=f"trials per run (default: {TRIALS_PER_TASK} x the layers that occur)")
