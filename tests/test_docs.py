@@ -190,6 +190,21 @@ def test_docs_cite_only_the_repository() -> None:
             assert not bad.search(line), f"{path.relative_to(REPO)}:{number}: {line.strip()}"
 
 
+def test_no_tracked_file_cites_an_issue_number() -> None:
+    """Code, reports and docs say why in their own words: an issue number means nothing to a reader of a clone."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    names = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    suffixes = {".md", ".txt", ".py", ".sh", ".toml", ".cfg", ".yml", ".yaml", ".html", ".rst"}
+    bad = re.compile(r"\bissues? \d+", re.IGNORECASE)
+    for name in names:
+        path = REPO / name
+        if path.suffix not in suffixes or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            assert not bad.search(line), f"{name}:{number}: {line.strip()}"
+
+
 def test_sphinx_builds_without_warnings(tmp_path: Path) -> None:
     pytest.importorskip("sphinx", reason="the docs extra is not installed: pip install -e '.[docs]'")
     pytest.importorskip("myst_parser", reason="the docs extra is not installed: pip install -e '.[docs]'")
