@@ -590,7 +590,7 @@ class _Conv(_Generator):
         row_cases = border_cases(y0 * st + r0 - p, p, h_size, r_n, wl.OH, wl.R, st, wl.H)
         col_cases = border_cases(x0 * st + s0 - p, p, w, s_n, wl.OW, wl.S, st, wl.W)
         if len(row_cases) * len(col_cases) > MAX_BORDER_BODIES:
-            col_cases = [(None, None)]  # whole skipped rows save more per test than columns
+            col_cases = [(None, None)]  # rows first: a border row drops a whole row of the block's FMAs
         if len(row_cases) > MAX_BORDER_BODIES:
             row_cases = [(None, None)]
         emit_cases(row_cases, lambda first_row: emit_cases(col_cases, lambda first_col: body(first_row, first_col)))
@@ -598,8 +598,7 @@ class _Conv(_Generator):
             T.buffer_store(self.op, acc[T.ramp(i * V, 1, V)], out_index(i))
 
 
-# Border taps. oneDNN skips the taps of a padded convolution that fall on the zero border; multiplying them
-# costs R11 (7x7 output, 3x3 filter) a fifth of its work. A microkernel call knows where its first tap lies
+# Border taps (see the module docs). A microkernel call knows where its first tap lies
 # only when its tile's origin is a constant; otherwise the call branches once, before its reuse loop, to a body
 # specialised for each border position that can occur (its taps on the border dropped at generation) or to
 # the full body. Each body is a copy of the unrolled microkernel, so their number is capped (compile time):
