@@ -106,3 +106,14 @@ def test_merge_prints_the_geomean_of_the_paired_ratios_with_their_worst_spread_a
             f"10.7 %)") in capsys.readouterr().out
     assert json.loads(out.read_text())["paired_geomean"]["geomean"] == pytest.approx(geomean)
     assert bench.print_paired_geomean({"x": {"kernels": []}}) is None  # no layer paired: nothing printed
+
+
+def test_the_pair_is_like_with_like(bench):
+    """The paired reference is the fastest vendor in the kernel's own packing state, not a per-call reorder that
+    re-timed a little faster by chance; only without one of that state is it the fastest of all."""
+    kernel = {"weights": "pre-packed", "retimed": 220.0}
+    per_call = {"library": "oneDNN", "weights": "per call", "retimed": 217.7}
+    packed = {"library": "oneDNN", "weights": "pre-packed", "retimed": 214.5}
+    assert bench.paired_reference(kernel, [per_call, packed]) is packed
+    assert bench.paired_reference(kernel, [per_call]) is per_call
+    assert bench.paired_reference({"weights": "per call", "retimed": 1.0}, [per_call, packed]) is per_call
