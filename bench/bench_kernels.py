@@ -455,8 +455,9 @@ def print_paired_geomean(layers: dict) -> dict | None:
 def merge_reports(paths: list[str], out: str | None) -> int:
     """One report of the layers of several runs' JSON files (a benchmark run in chunks, a layer per run).
 
-    Every layer keeps the figures of the run that measured it, its FMA peak included; runs on different
-    targets are refused (their ratios do not belong in one geometric mean)."""
+    Every layer keeps the figures of the run that measured it, its FMA peak included; a layer in several runs
+    (a merged report among them, say) keeps the last one's. Runs on different targets are refused (their
+    ratios do not belong in one geometric mean)."""
     from tensorgym.target import Target
     from tensorgym.workloads import Workload
 
@@ -468,21 +469,25 @@ def merge_reports(paths: list[str], out: str | None) -> int:
     target = reports[0]["target"]
     print(f"merged from {len(paths)} run(s): {', '.join(paths)}")
     print(f"{Target.from_json(target).label} (fingerprint {target['fingerprint']})")
-    merged: dict = {"target": target, "layers": {}, "merged_from": paths,
-                    "settings": [r["settings"] for r in reports]}
-    ratios = []
+    runs = [s for r in reports for s in (r["settings"] if isinstance(r["settings"], list) else [r["settings"]])]
+    merged: dict = {"target": target, "layers": {}, "merged_from": paths, "settings": runs}
+    latest: dict[str, tuple[str, dict, int]] = {}  # a layer in several runs: the last one named
     for path, report in zip(paths, reports):
-        top = max(report["settings"]["budgets"])
+        settings = report["settings"] if isinstance(report["settings"], list) else [report["settings"]]
+        top = max(b for run in settings for b in run["budgets"])  # a merged report holds several runs' settings
         for layer, layer_out in report["layers"].items():
             layer_out.setdefault("peak_gflops", report.get("peak_gflops"))
-            wl = Workload.from_json(layer_out["workload"])
-            print(f"\n== {layer}: {wl.describe()}, {wl.gflop:.3f} GFLOP (from {path}; measured fp32 FMA peak "
-                  f"{layer_out['peak_gflops']:.1f} GFLOP/s)")
-            text, ratio = layer_table(layer_out, top)
-            print(text)
-            if ratio is not None:
-                ratios.append(ratio)
-            merged["layers"][layer] = layer_out
+            latest[layer] = (path, layer_out, top)
+    ratios = []
+    for layer, (path, layer_out, top) in latest.items():
+        wl = Workload.from_json(layer_out["workload"])
+        print(f"\n== {layer}: {wl.describe()}, {wl.gflop:.3f} GFLOP (from {path}; measured fp32 FMA peak "
+              f"{layer_out['peak_gflops']:.1f} GFLOP/s)")
+        text, ratio = layer_table(layer_out, top)
+        print(text)
+        if ratio is not None:
+            ratios.append(ratio)
+        merged["layers"][layer] = layer_out
     if ratios:
         merged["geomean_vs_vendor_best"] = print_geomean(ratios)
     merged["paired_geomean"] = print_paired_geomean(merged["layers"])

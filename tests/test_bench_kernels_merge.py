@@ -117,3 +117,27 @@ def test_the_pair_is_like_with_like(bench):
     assert bench.paired_reference(kernel, [per_call, packed]) is packed
     assert bench.paired_reference(kernel, [per_call]) is per_call
     assert bench.paired_reference({"weights": "per call", "retimed": 1.0}, [per_call, packed]) is per_call
+
+
+def test_a_merged_report_merges_again_and_a_layer_run_twice_counts_once(bench, tmp_path, capsys):
+    """A merged report (several runs' settings) merges with newer runs; a layer in both keeps the newer figures,
+    and the geometric mean counts each layer once."""
+    first = []
+    for name, kernel in (("Conv2d-ResNet-R5-v0", 180.0), ("Matmul-BERT-M3-v0", 220.0)):
+        path = tmp_path / f"old-{name}.json"
+        path.write_text(json.dumps(_run(name, kernel, 200.0)))
+        first.append(str(path))
+    merged = tmp_path / "merged.json"
+    assert bench.main(["--merge", *first, "--json", str(merged)]) == 0
+    newer = tmp_path / "new-R5.json"
+    newer.write_text(json.dumps(_run("Conv2d-ResNet-R5-v0", 210.0, 200.0)))
+    again = tmp_path / "again.json"
+    capsys.readouterr()
+    assert bench.main(["--merge", str(merged), str(newer), "--json", str(again)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("== Conv2d-ResNet-R5-v0") == 1 and "1.05x; 105 % of peak" in text
+    geomean = (1.05 * 1.1) ** 0.5
+    assert f"geomean over 2 layer(s) of best tensorgym / vendor's best: {geomean:.2f}x" in text
+    report = json.loads(again.read_text())
+    assert report["layers"]["Conv2d-ResNet-R5-v0"]["kernels"][-1]["retimed"] == 210.0
+    assert len(report["settings"]) == 3
