@@ -452,6 +452,12 @@ def print_paired_geomean(layers: dict) -> dict | None:
             "max_vendor_drift": max(drifts) if drifts else None}
 
 
+def _settings_of(report: dict) -> list[dict]:
+    """The settings of a run's report, or of each run a merged report holds."""
+    settings = report["settings"]
+    return settings if isinstance(settings, list) else [settings]
+
+
 def merge_reports(paths: list[str], out: str | None) -> int:
     """One report of the layers of several runs' JSON files (a benchmark run in chunks, a layer per run).
 
@@ -469,12 +475,11 @@ def merge_reports(paths: list[str], out: str | None) -> int:
     target = reports[0]["target"]
     print(f"merged from {len(paths)} run(s): {', '.join(paths)}")
     print(f"{Target.from_json(target).label} (fingerprint {target['fingerprint']})")
-    runs = [s for r in reports for s in (r["settings"] if isinstance(r["settings"], list) else [r["settings"]])]
-    merged: dict = {"target": target, "layers": {}, "merged_from": paths, "settings": runs}
+    merged: dict = {"target": target, "layers": {}, "merged_from": paths,
+                    "settings": [run for report in reports for run in _settings_of(report)]}
     latest: dict[str, tuple[str, dict, int]] = {}  # a layer in several runs: the last one named
     for path, report in zip(paths, reports):
-        settings = report["settings"] if isinstance(report["settings"], list) else [report["settings"]]
-        top = max(b for run in settings for b in run["budgets"])  # a merged report holds several runs' settings
+        top = max(b for run in _settings_of(report) for b in run["budgets"])
         for layer, layer_out in report["layers"].items():
             layer_out.setdefault("peak_gflops", report.get("peak_gflops"))
             latest[layer] = (path, layer_out, top)
