@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
+from bench_scripts import bench_script
 from fakes import SYMBOLIC_CPU
 from tensorgym.suites import all_suite_workloads
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_kernels.py"
 # A best kernel timed against a vendor in one process, as bench_kernels keeps it (figures invented).
 PAIRED = {"space": "tiles", "config": {"a": 1}, "pairs": 30, "speedup": 0.97, "spread": 0.012,
           "speedup_apart": 0.95, "vendor_drift": 0.004, "steal": 0.0}
@@ -20,10 +18,7 @@ PAIRED = {"space": "tiles", "config": {"a": 1}, "pairs": 30, "speedup": 0.97, "s
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_kernels", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("bench_kernels")
 
 
 def _run(layer: str, kernel: float, vendor: float, *, fingerprint="f00d", busy=False) -> dict:
