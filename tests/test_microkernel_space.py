@@ -13,7 +13,9 @@ from tensorgym.spaces.microkernel import (
 )
 from tensorgym.spaces import Config, SpaceError
 from tensorgym.spaces.microkernel import LAMBDA, MicrokernelSpace
-from tensorgym.spaces.microkernel.codegen import border_cases, border_taps, build_prim_func, pack_conv2d, unpack_conv2d
+from tensorgym.spaces.microkernel.codegen import (
+    border_bodies, border_cases, border_taps, build_prim_func, pack_conv2d, unpack_conv2d,
+)
 from tensorgym.suites import SUITES
 from tensorgym.target import local_cpu
 from tensorgym.workloads import Conv2d, conv2d, matmul
@@ -255,11 +257,15 @@ PADDED = [wl for wl in AWKWARD if isinstance(wl, Conv2d) and wl.padding == 1]
 
 
 @pytest.mark.parametrize("workload", PADDED, ids=lambda w: w.name)
-def test_kernels_never_multiply_the_zero_border(workload, catalogue):
-    """A pre-packed input whose zero border holds NaN instead: every tap on it is skipped (as oneDNN skips
-    them), so the output stays finite and matches NumPy. With padding 1 every config skips them all."""
+def test_kernels_never_multiply_the_zero_border(workload, catalogue, monkeypatch):
+    """A pre-packed input whose zero border holds NaN instead: every tap on it is skipped (as oneDNN skips them),
+    so the output stays finite and matches NumPy. With padding 1 and no budget on the border bodies, every
+    config skips them all."""
     import tvm
 
+    from tensorgym.spaces.microkernel import codegen
+
+    monkeypatch.setattr(codegen, "BORDER_FMA_BUDGET", 10**9)
     rng = np.random.default_rng(7)
     space = MicrokernelSpace(workload, TARGET, catalogue=catalogue, prepacked=True)
     data, kernel = workload.random_inputs(seed=3)
@@ -275,3 +281,28 @@ def test_kernels_never_multiply_the_zero_border(workload, catalogue):
         result = unpack_conv2d(workload, out.numpy())
         assert np.isfinite(result).all(), f"{space.describe(config)} multiplied a border tap"
         np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_border_bodies_stay_within_their_budget():
+    """A body per border position while they fit the FMA budget, else per border row and column (a corner call
+    takes its row's), else per border row, else none; the full body always last."""
+    from tvm import tirx
+
+    y, x = tirx.Var("y", "int32"), tirx.Var("x", "int32")
+    rows = border_cases(y - 1, 1, 2, 3, 28, 3, 1, 28)  # first tap's row -1 (top), 25 (bottom), else inside
+    cols = border_cases(x - 1, 1, 7, 3, 14, 3, 1, 14)  # -1 (left), 6 (right)
+    fmas = {-1: 2, 25: 2, 6: 2, None: 3}
+    count = lambda r, c: fmas[r] * fmas[c]  # noqa: E731
+
+    def bodies(budget):
+        return [first for _, first in border_bodies(rows, cols, count, budget)]
+
+    corners = [(-1, -1), (-1, 6), (25, -1), (25, 6)]
+    edges = [(-1, None), (25, None), (None, -1), (None, 6)]
+    assert bodies(40) == corners + edges + [(None, None)]  # 4 x 4 + 4 x 6 FMAs
+    assert bodies(39) == edges + [(None, None)]
+    assert bodies(23) == edges[:2] + [(None, None)]
+    assert bodies(11) == [(None, None)]
+    # a constant row origin: no row branches, the column bodies specialised to it
+    assert [first for _, first in border_bodies([(None, -1)], cols, lambda r, c: 1, 2)] == [(-1, -1), (-1, 6),
+                                                                                          (-1, None)]

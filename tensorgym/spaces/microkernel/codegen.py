@@ -58,8 +58,9 @@ shows without timing anything:
 
 The zero-padded input copy keeps every read in bounds, but the microkernel does
 not multiply the taps that fall on its border: calls at the image's edges take a
-body generated without them (:func:`border_cases`), as oneDNN does. On a 7x7
-output with a 3x3 filter those taps are a fifth of the nominal work.
+body generated without them (:func:`border_cases`), as oneDNN does, as far as a
+compile-time budget allows (:data:`BORDER_FMA_BUDGET`). On a 7x7 output with a
+3x3 filter those taps are a fifth of the nominal work.
 """
 
 from __future__ import annotations
@@ -542,6 +543,13 @@ class _Conv(_Generator):
                                 with T.serial(0, wl.OW) as x:
                                     T.buffer_store(out, self.op[n, fo, y, x, v], [n, fo * V + v, y, x])
 
+    def body_fmas(self, h_size: int, first_row: int | None, first_col: int | None) -> int:
+        """Vector FMAs in one reuse step of the body for this border position (see :meth:`emit_microkernel`)."""
+        plan, wl = self.plan, self.wl
+        rows = sum(len(border_taps(first_row, ru, h_size, wl.stride, wl.H)) for ru in range(plan.size("ry")))
+        cols = sum(len(border_taps(first_col, su, plan.size("x"), wl.stride, wl.W)) for su in range(plan.size("rx")))
+        return plan.size("rc") * plan.size("f") * rows * cols
+
     def emit_microkernel(self, base: dict[str, Any], h_size: int, reduction_vars: list) -> None:
         from tvm.script.ir_builder import tirx as T
 
@@ -589,21 +597,24 @@ class _Conv(_Generator):
         p = wl.padding
         row_cases = border_cases(y0 * st + r0 - p, p, h_size, r_n, wl.OH, wl.R, st, wl.H)
         col_cases = border_cases(x0 * st + s0 - p, p, w, s_n, wl.OW, wl.S, st, wl.W)
-        if len(row_cases) * len(col_cases) > MAX_BORDER_BODIES:
-            col_cases = [(None, None)]  # rows first: a border row drops a whole row of the block's FMAs
-        if len(row_cases) > MAX_BORDER_BODIES:
-            row_cases = [(None, None)]
-        emit_cases(row_cases, lambda first_row: emit_cases(col_cases, lambda first_col: body(first_row, first_col)))
+        fmas = lambda first_row, first_col: self.body_fmas(h_size, first_row, first_col)  # noqa: E731
+        cases = border_bodies(row_cases, col_cases, fmas, BORDER_FMA_BUDGET // (2 if plan.combo else 1))
+        emit_cases(cases, lambda first: body(*first))
         for i in range(n_vectors):
             T.buffer_store(self.op, acc[T.ramp(i * V, 1, V)], out_index(i))
 
 
-# Border taps (see the module docs). A microkernel call knows where its first tap lies
-# only when its tile's origin is a constant; otherwise the call branches once, before its reuse loop, to a body
-# specialised for each border position that can occur (its taps on the border dropped at generation) or to
-# the full body. Each body is a copy of the unrolled microkernel, so their number is capped (compile time):
-# nine covers padding 1 (top, bottom or neither, times left, right or neither), the 3x3 layers of the suites.
-MAX_BORDER_BODIES = 9
+# Border taps (see the module docs). A microkernel call knows where its first tap lies only when its tile's origin
+# is a constant; otherwise the call branches once, before its reuse loop, to a body specialised for each border
+# position that can occur (its taps on the border dropped at generation) or to the full body. TVM then folds the
+# branch's condition into the body's indices, which is why the branch sits at the call: hoisted above the loops
+# below the origin's, or tested on a variable of its own, the same bodies ran 10-30 % slower on R11. Each body is
+# another copy of the unrolled microkernel, and LLVM's time grows with every vector FMA emitted: on a Zen 4, 20
+# R5 configs compiled in 0.25 s (mean) with the full body alone and 1.25 s with every border body, the dearest up
+# to 10 s. So the bodies a call site gets are the richest set that adds at most BORDER_FMA_BUDGET vector FMAs a
+# reuse step (:func:`border_bodies`): 0.59 s on those configs (the 12 dearest: 4.1 s to 1.0 s), 0.31 s on R11's
+# (0.16 s with none), and the best kernels of R5 and R11 re-timed as fast as with every body.
+BORDER_FMA_BUDGET = 512
 
 
 def border_taps(first: int | None, tap: int, block: int, stride: int, extent: int) -> list[int]:
@@ -628,6 +639,23 @@ def border_cases(first, padding: int, block: int, taps: int, out_extent: int, fi
     span = (block - 1) * stride + taps
     border = [t for t in range(-padding, last + 1) if t < 0 or t + span > extent]
     return [((first == t).asobject(), t) for t in border] + [(None, None)]
+
+
+def border_bodies(row_cases: list, col_cases: list, fmas, budget: int) -> list[tuple[Any, tuple]]:
+    """``(condition, (first tap's input row, column))`` per body of one call site (see "Border taps" above), the
+    full body last: a body per border position (rows x columns, corners included), else per border row and per
+    border column, else per border row, whichever first adds at most ``budget`` vector FMAs (``fmas(row,
+    column)`` counts a body's)."""
+    from tvm import tirx
+
+    full = (row_cases[-1][1], col_cases[-1][1])
+    rows = [(condition, (t, full[1])) for condition, t in row_cases[:-1]]
+    cols = [(condition, (full[0], t)) for condition, t in col_cases[:-1]]
+    corners = [(tirx.all(row, col), (r, c)) for row, r in row_cases[:-1] for col, c in col_cases[:-1]]
+    for border in (corners + rows + cols, rows + cols, rows):
+        if sum(fmas(*first) for _, first in border) <= budget:
+            return border + [(None, full)]
+    return [(None, full)]
 
 
 def emit_cases(cases: list[tuple[Any, int | None]], emit) -> None:
