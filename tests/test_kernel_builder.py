@@ -90,21 +90,3 @@ def test_the_measurer_hands_builders_to_its_runner_and_keys_records_by_the_space
     for config, record in zip(configs, records):
         assert record.ok and record.space == "tiles" and record.config == config
         assert record.workload == space.workload.key and record.target == TARGET.fingerprint
-
-
-def test_a_builders_pass_options_reach_the_compiler(tmp_path):
-    """``KernelBuilder.pass_config`` is what its kernels compile under: the microkernel builder's holds TVM's
-    option for skipping TIR's CSE (LLVM does it again), and an option TVM does not know fails the build."""
-    from tensorgym.measure.tasks import build
-
-    space = _spaces()["microkernel"]
-    config = space.sample(np.random.default_rng(0))
-    builder = space.builder()
-    assert builder.pass_config == {"tirx.disable_cse_tir": True}
-    assert build(builder, config, str(tmp_path))["path"].endswith(".so")
-
-    class Misconfigured(type(builder)):
-        pass_config = {"tirx.no_such_option": True}
-
-    with pytest.raises(Exception, match="no_such_option"):
-        build(Misconfigured(space), config, str(tmp_path))

@@ -59,7 +59,7 @@ def build(builder: KernelBuilder, config: Config, out_dir: str, fault: str | Non
     try:
         if fault == "nospace":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), out_dir)
-        path = compile_library(builder.apply(config), builder.target, out_dir, builder.pass_config)
+        path = compile_library(builder.apply(config), builder.target, out_dir)
     except Exception as exc:
         cause = infrastructure_cause(exc) or low_disk(out_dir, tempfile.gettempdir())
         if cause:
@@ -68,16 +68,11 @@ def build(builder: KernelBuilder, config: Config, out_dir: str, fault: str | Non
     return {"path": path, "seconds": time.perf_counter() - t0}
 
 
-def compile_library(mod, target: Target, out_dir: str, pass_config: dict[str, Any] | None = None) -> str:
-    """Compile the IRModule ``mod`` for ``target`` into ``out_dir/<uuid>.so``, with TVM's pass options
-    ``pass_config`` if any; returns the path."""
+def compile_library(mod, target: Target, out_dir: str) -> str:
+    """Compile the IRModule ``mod`` for ``target`` into ``out_dir/<uuid>.so``; returns the path."""
     import tvm
 
-    if pass_config:
-        with tvm.transform.PassContext(config=pass_config):
-            executable = tvm.compile(mod, target=_tvm_target(target))
-    else:
-        executable = tvm.compile(mod, target=_tvm_target(target))
+    executable = tvm.compile(mod, target=_tvm_target(target))
     path = Path(out_dir) / f"{uuid.uuid4().hex}.so"
     executable.export_library(str(path), fcompile=link_shared)
     return str(path)

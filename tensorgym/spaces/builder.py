@@ -34,9 +34,6 @@ class KernelBuilder(ABC):
     runtime hooks when their kernels take other layouts than the workload's.
     """
 
-    # TVM pass options the kernels compile with (``tvm.transform.PassContext(config=...)``); none by default.
-    pass_config: dict[str, Any] = {}
-
     def __init__(self, space: Any):
         self.space = space
 

@@ -28,11 +28,6 @@ from .codegen import (
 class MicrokernelBuilder(KernelBuilder):
     """Generates the kernels of a :class:`~.space.MicrokernelSpace`'s configs (see the module docs)."""
 
-    # TVM's common-subexpression pass walks every index of the unrolled microkernels, for nothing LLVM's own
-    # does not do again: without it 16 R5 kernels compiled in 0.69 s instead of 0.76 (mean), and 6 of R5 and
-    # M3 ran as fast (Zen 4).
-    pass_config = {"tirx.disable_cse_tir": True}
-
     def plan(self, config: Config) -> Plan:
         """What the codegen emits for ``config``: sizes, combination, reuse, tile stack, parallel loops, packing."""
         space = self.space
