@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(args.keep or scratch)
         work.mkdir(parents=True, exist_ok=True)
         for env_id in envs:
-            peer = None
+            runs, peer = [], None
             for space in spaces:
                 db = work / f"{env_id}-{space}.db"
                 board = compare([env_id], list(AGENTS[space]), budget=args.budget, seeds=[args.seed], db=db,
@@ -81,15 +81,13 @@ def main(argv: list[str] | None = None) -> int:
                     seconds = result.wall_s / fresh if fresh else None
                     if agent == PEER:
                         peer = seconds
-                    rows.append([env_id, space, agent, seconds])
-            for row in rows:
-                if row[0] == env_id:
-                    row.append(peer)
+                    runs.append((env_id, space, agent, seconds))
+            rows += [cost_row(*run, peer) for run in runs]
         title = (f"Seconds per fresh trial: tensorgym's agents beside MetaSchedule ({args.budget} trials, seed "
                  f"{args.seed}, one run each, fresh databases)" if envs else "Where a trial's time goes, by stage")
         lines = header(title, local_cpu())
         if rows:
-            lines += [format_table([cost_row(*row) for row in rows],
+            lines += [format_table(rows,
                                    ["layer", "space", "agent", "s / fresh trial", "MetaSchedule's / this",
                                     f"<= {TARGET_S} s"]),
                       "", "s / fresh trial: the run's wall time over its trials compiled and timed in the run (build "

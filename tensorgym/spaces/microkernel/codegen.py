@@ -607,13 +607,14 @@ class _Conv(_Generator):
 # Border taps (see the module docs). A microkernel call knows where its first tap lies only when its tile's origin
 # is a constant; otherwise the call branches once, before its reuse loop, to a body specialised for each border
 # position that can occur (its taps on the border dropped at generation) or to the full body. TVM then folds the
-# branch's condition into the body's indices, which is why the branch sits at the call: hoisted above the loops
-# below the origin's, or tested on a variable of its own, the same bodies ran 10-30 % slower on R11. Each body is
-# another copy of the unrolled microkernel, and LLVM's time grows with every vector FMA emitted: on a Zen 4, 20
-# R5 configs compiled in 0.25 s (mean) with the full body alone and 1.25 s with every border body, the dearest up
-# to 10 s. So the bodies a call site gets are the richest set that adds at most BORDER_FMA_BUDGET vector FMAs a
-# reuse step (:func:`border_bodies`): 0.59 s on those configs (the 12 dearest: 4.1 s to 1.0 s), 0.31 s on R11's
-# (0.16 s with none), and the best kernels of R5 and R11 re-timed as fast as with every body.
+# branch's condition into the body's indices, which is why the branch sits at the call: hoisted out of the loops
+# that do not move the origin, or tested on a variable of its own, the same bodies ran 10-30 % slower on R11.
+# Each body is another copy of the unrolled microkernel, and LLVM's time grows with every vector FMA emitted: on
+# a Zen 4, 20 R5 configs compiled in 0.25 s (mean) with the full body alone and 1.25 s with every border body,
+# the dearest up to 10 s. So the bodies a call site gets are the richest set that adds at most BORDER_FMA_BUDGET
+# vector FMAs a reuse step (:func:`border_bodies`; a λ-combination's two call sites share it): 0.59 s on those
+# configs (the 12 dearest: 4.1 s down to 1.0 s), 0.31 s on R11's (0.16 s with none), and the best kernels of R5
+# and R11 re-timed as fast as with every body.
 BORDER_FMA_BUDGET = 512
 
 
