@@ -292,7 +292,9 @@ def test_border_bodies_stay_within_their_budget():
     rows = border_cases(y - 1, 1, 2, 3, 28, 3, 1, 28)  # first tap's row -1 (top), 25 (bottom), else inside
     cols = border_cases(x - 1, 1, 7, 3, 14, 3, 1, 14)  # -1 (left), 6 (right)
     fmas = {-1: 2, 25: 2, 6: 2, None: 3}
-    count = lambda r, c: fmas[r] * fmas[c]  # noqa: E731
+
+    def count(r, c):
+        return fmas[r] * fmas[c]
 
     def bodies(budget):
         return [first for _, first in border_bodies(rows, cols, count, budget)]

@@ -543,13 +543,6 @@ class _Conv(_Generator):
                                 with T.serial(0, wl.OW) as x:
                                     T.buffer_store(out, self.op[n, fo, y, x, v], [n, fo * V + v, y, x])
 
-    def body_fmas(self, h_size: int, first_row: int | None, first_col: int | None) -> int:
-        """Vector FMAs in one reuse step of the body for this border position (see :meth:`emit_microkernel`)."""
-        plan, wl = self.plan, self.wl
-        rows = sum(len(border_taps(first_row, ru, h_size, wl.stride, wl.H)) for ru in range(plan.size("ry")))
-        cols = sum(len(border_taps(first_col, su, plan.size("x"), wl.stride, wl.W)) for su in range(plan.size("rx")))
-        return plan.size("rc") * plan.size("f") * rows * cols
-
     def emit_microkernel(self, base: dict[str, Any], h_size: int, reduction_vars: list) -> None:
         from tvm.script.ir_builder import tirx as T
 
@@ -597,7 +590,11 @@ class _Conv(_Generator):
         p = wl.padding
         row_cases = border_cases(y0 * st + r0 - p, p, h_size, r_n, wl.OH, wl.R, st, wl.H)
         col_cases = border_cases(x0 * st + s0 - p, p, w, s_n, wl.OW, wl.S, st, wl.W)
-        fmas = lambda first_row, first_col: self.body_fmas(h_size, first_row, first_col)  # noqa: E731
+        def fmas(first_row: int | None, first_col: int | None) -> int:  # vector FMAs in one reuse step of body()
+            rows = sum(len(border_taps(first_row, ru, h_size, st, wl.H)) for ru in range(r_n))
+            cols = sum(len(border_taps(first_col, su, w, st, wl.W)) for su in range(s_n))
+            return cu_n * vec * rows * cols
+
         cases = border_bodies(row_cases, col_cases, fmas, BORDER_FMA_BUDGET // (2 if plan.combo else 1))
         emit_cases(cases, lambda first: body(*first))
         for i in range(n_vectors):
