@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .methodology import expected_best
-from tensorgym.landscape import Landscape
+from tensorgym.landscape import Landscape, LandscapeError
 
 DRAWS = (16, 64, 256)
 TOLERANCE = 0.05  # largest gap between the profiles at which a landscape counts as representative
@@ -66,7 +66,7 @@ class LandscapeFidelity:
 def landscape_fidelity(landscape: Landscape, sample: Landscape, draws: Sequence[int] = DRAWS) -> LandscapeFidelity:
     """The fidelity of ``landscape`` against ``sample``, a full-space sample of the same layer and CPU."""
     if sample.workload_key != landscape.workload_key or sample.cpu_folder != landscape.cpu_folder:
-        raise ValueError(f"{sample!r} is not a sample of {landscape!r}'s layer on its CPU")
+        raise LandscapeError(f"{sample!r} is not a sample of {landscape!r}'s layer on its CPU")
     land = np.asarray(landscape.scores, dtype=float)
     drawn = np.asarray(sample.scores, dtype=float)
     optimum = float(land.max())
@@ -76,6 +76,59 @@ def landscape_fidelity(landscape: Landscape, sample: Landscape, draws: Sequence[
         sample=random_search_profile(drawn, best, draws), landscape_optimum=optimum, sample_best=float(drawn.max()),
         best_known=best, near_optimal_landscape=float(np.mean(land >= 0.95 * optimum)),
         near_optimal_sample=float(np.mean(drawn >= 0.95 * best)))
+
+
+@dataclass(frozen=True)
+class ThinningStep:
+    """One value a coordinate gave up, and the landscape it left."""
+
+    label: str
+    value: int
+    configs: int
+    gap: float
+
+
+def thinned_bounds(landscape: Landscape, sample: Landscape, draws: Sequence[int] = DRAWS,
+                   tolerance: float = TOLERANCE) -> tuple[dict[str, list[int]], list[ThinningStep]]:
+    """The bounds that bring a tiles landscape's difficulty profile within ``tolerance`` of its full-space
+    sample's, by dropping values from its coordinates, and the steps taken (none when it is within already).
+
+    A landscape kept around a strong search's best holds good kernels more often than the whole space does.
+    Each step drops the one value (of a coordinate keeping three or more; never the optimum's) whose removal
+    leaves the profile closest to the sample's, until it is within ``tolerance`` or no drop brings it closer.
+    The sub-space is measured already (a sub-space of a landscape), and its optimum is the landscape's, so the
+    sample's profile, taken against the best known, does not move.
+    """
+    if landscape.space_name != "tiles" or not landscape.metadata.space_options.get("bounds"):
+        raise LandscapeError(f"{landscape!r} is not of a bounded tiles space: only such a landscape is thinned")
+    fidelity = landscape_fidelity(landscape, sample, draws)
+    target = np.asarray(fidelity.sample)
+    scores = np.asarray(landscape.scores, dtype=float)
+    optimum = landscape.configs[int(np.argmax(scores))]
+    coordinates = landscape.space().coordinates
+    values = {c.label: np.array([c.value_of(config) for config in landscape.configs]) for c in coordinates}
+    kept = {c.label: list(c.choices) for c in coordinates}
+    keep = np.ones(len(scores), dtype=bool)
+
+    def gap(mask: np.ndarray) -> float:
+        return float(np.max(np.abs(np.asarray(random_search_profile(scores[mask], fidelity.landscape_optimum, draws))
+                                   - target)))
+
+    steps: list[ThinningStep] = []
+    current = fidelity.gap
+    while current > tolerance:
+        options = [(gap(keep & (values[c.label] != v)), c.label, v) for c in coordinates if len(kept[c.label]) > 2
+                   for v in kept[c.label] if v != c.value_of(optimum)]
+        if not options:
+            break
+        best, label, value = min(options)
+        if best >= current:
+            break
+        keep &= values[label] != value
+        kept[label].remove(value)
+        current = best
+        steps.append(ThinningStep(label, int(value), int(keep.sum()), best))
+    return kept, steps
 
 
 NEAR_OPTIMAL = 0.95  # a seed "found the optimum" when its best is within 5 % of the reference

@@ -8,9 +8,10 @@ separated pair inverted. Then each agent's progress as a share of the best (live
 random search can still be harder, or easier, for a guided one.
 
 * **Live GA and DGD**: ``compare`` runs in the full tiles space, compiled and timed on this machine: the
-  per-seed bests of a committed live learning report (``--live-report``, its ``.json``) and the result files
-  of further live runs (``--live-out``, as ``bench_learning.py --live --out`` writes them). A seed present in
-  both is read from the result file.
+  per-seed bests of a committed live learning report (``--live-report``, its ``.json``), those an earlier run of
+  this report kept (``--live-kept``), and the result files of further live runs (``--live-out``, as
+  ``bench_learning.py --live --out`` writes them), later sources first where a seed is in several. With ``--out``,
+  every live best used is kept again in ``--live-kept``, committed beside the report.
 * **Live random**: the layer's full-space sample (``tensorgym landscape sample``: configs drawn uniformly from
   the whole space, measured live), replayed: seed ``s`` takes the sample's configs in a shuffled order of
   seed ``s``, which is a uniform draw of distinct configs, as the random agent makes.
@@ -47,9 +48,10 @@ AGENTS = ("random", "ga", "dgd")
 TRIALS = (64, 128, 256)
 
 
-def live_bests(env_id: str, report: dict | None, out: Path | None, seeds: int,
+def live_bests(env_id: str, report: dict | None, kept: dict, out: Path | None, seeds: int,
                sample: Landscape) -> dict[str, dict[int, dict]]:
-    """agent -> trials -> {seed: best}: the committed report's per-seed values, then the result files."""
+    """agent -> trials -> {seed: best}: the committed report's per-seed values, then those kept from earlier runs
+    of this benchmark (``kept``, as :func:`kept_live` reads them), then the result files."""
     bests: dict[str, dict[int, dict]] = {agent: {n: {} for n in TRIALS} for agent in AGENTS}
     agents = (report or {}).get("envs", {}).get(env_id, {}).get("agents", {})
     for agent in ("ga", "dgd"):
@@ -58,6 +60,8 @@ def live_bests(env_id: str, report: dict | None, out: Path | None, seeds: int,
             for n in TRIALS:
                 for seed, value in zip(entry["seeds"], entry.get(f"@{n}", {}).get("values", [])):
                     bests[agent][n][seed] = value
+        for n in TRIALS:
+            bests[agent][n].update(kept.get(env_id, {}).get(agent, {}).get(n, {}))
     results = (out / env_id / "results" / slug(env_id)) if out is not None else None
     for agent in ("ga", "dgd"):
         for path in sorted(results.glob(f"{agent}-seed*.json")) if results and results.is_dir() else []:
@@ -70,6 +74,19 @@ def live_bests(env_id: str, report: dict | None, out: Path | None, seeds: int,
         for n in TRIALS:
             bests["random"][n][seed] = float(order[:n].max())
     return bests
+
+
+def kept_live(path: Path) -> dict:
+    """env id -> agent -> trials -> {seed: best GFLOP/s}: the live GA and DGD bests an earlier run kept in ``path``
+    (a committed JSON file, so that the report can be made again without the runs' databases)."""
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    if data.get("cpu") != cpu_folder():  # another CPU's runs say nothing of this one's
+        return {}
+    return {env: {agent: {int(n): {int(seed): value for seed, value in by_seed.items()}
+                          for n, by_seed in by_trials.items()} for agent, by_trials in agents.items()}
+            for env, agents in data["live"].items()}
 
 
 def landscape_bests(env_id: str, seeds: int, out: Path) -> dict[str, dict[int, list[float]]]:
@@ -110,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--envs", default=",".join(ENVS))
     parser.add_argument("--seeds", type=int, default=10, help="seeds per agent (default 10)")
     parser.add_argument("--live-report", default=str(HERE / "reports" / "learning" / f"{cpu_folder()}-live.json"))
+    parser.add_argument("--live-kept", default=str(HERE / "reports" / "landscapes" / "agreement.json"),
+                        help="live bests kept by earlier runs of this report; written again with --out")
     parser.add_argument("--live-out", default="work/agree/out", help="result files of further live runs")
     parser.add_argument("--landscape-out", default="work/agree/landscape", help="where the landscape runs go")
     parser.add_argument("--out", default=None, help="also write the report here")
@@ -119,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     report_path = Path(args.live_report)
     report = json.loads(report_path.read_text()) if report_path.is_file() else None
+    kept_path = Path(args.live_kept)
+    kept, kept_now = kept_live(kept_path), {}
     lines = header("Agreement of the landscapes with live runs: random, GA and DGD, separated pairs and Kendall's tau",
                    local_cpu())
     lines += [f"live GA/DGD: the per-seed bests of {report_path.name if report else 'no committed report'} and of the "
@@ -128,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     inverted_total = separated_total = 0
     for env_id in args.envs.split(","):
         sample = Landscape.load(sample_path(workload_of(env_id), local_cpu()))  # the whole space's, measured live
-        live = live_bests(env_id, report, Path(args.live_out), args.seeds, sample)
+        live = live_bests(env_id, report, kept, Path(args.live_out), args.seeds, sample)
+        kept_now[env_id] = {agent: live[agent] for agent in ("ga", "dgd")}
         land = landscape_bests(env_id, args.seeds, Path(args.landscape_out) / slug(env_id))
         live_lists = {a: {n: [v for _, v in sorted(live[a][n].items())] for n in TRIALS} for a in AGENTS}
         landscape = Landscape.load(find_landscape(env_id, "tiles"))
@@ -157,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(f"target: no separated pair inverted: {'MET' if inverted_total == 0 else 'NOT MET'} "
                  f"({inverted_total} of {separated_total} separated pairs inverted)")
     emit("\n".join(lines) + "\n", args.out)
+    if args.out:
+        kept_path.write_text(json.dumps({"about": "live per-seed bests (GFLOP/s) of the GA and DGD in the whole tiles "
+                                                  "space, by layer, agent, trials and seed, read back by "
+                                                  "bench_landscape_agreement.py", "cpu": cpu_folder(),
+                                         "live": {**kept, **kept_now}}, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -4,8 +4,9 @@ For each landscape of this CPU that has a full-space sample (``tensorgym landsca
 configs drawn uniformly from the layer's whole tiles space, measured live on the same CPU): random
 search's expected best after 16, 64 and 256 draws as a share of the best known kernel, on the
 landscape (against its optimum) and in the whole space (against the best of the sample and the
-landscape), with the shares of configs within 5 % of that best. The criterion: the two profiles
-agree within 0.05 at each N (:mod:`tensorgym.baselines.fidelity`).
+landscape), with the sample's own standard error, the values thinning dropped, and the shares of configs
+within 5 % of that best. The criterion: the two profiles agree within 0.05 at each N
+(:mod:`tensorgym.baselines.fidelity`).
 
 Reads files only (nothing is measured)::
 
@@ -19,13 +20,25 @@ import argparse
 import sys
 from pathlib import Path
 
-from tensorgym.baselines.fidelity import DRAWS, TOLERANCE, landscape_fidelity
+import numpy as np
+
+from tensorgym.baselines.fidelity import DRAWS, TOLERANCE, landscape_fidelity, random_search_profile
 from tensorgym.landscape import Landscape, cpu_folder, shipped_landscapes
 from tensorgym.landscape.shipped import sample_path
 from tensorgym.target import resolve_target
 from tensorgym.text import format_table
 
 from report_header import emit, header
+
+
+RESAMPLES = 200
+
+
+def sample_error(sample: Landscape, best_known: float) -> np.ndarray:
+    """The bootstrap standard error of the sample's profile (shares of ``best_known`` at each of DRAWS)."""
+    scores, rng = np.asarray(sample.scores, dtype=float), np.random.default_rng(0)
+    return np.std([random_search_profile(rng.choice(scores, scores.size), best_known) for _ in range(RESAMPLES)],
+                  axis=0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,20 +61,24 @@ def main(argv: list[str] | None = None) -> int:
             continue
         land, sample = Landscape.load(path), Landscape.load(sample_file)
         f = landscape_fidelity(land, sample)
-        rows.append((name, land.workload_label, str(len(land)), " / ".join(f"{v:.2f}" for v in f.landscape),
-                     str(len(sample)), " / ".join(f"{v:.2f}" for v in f.sample), f"{f.gap:.3f}",
+        thinned = ", ".join((land.metadata.notes or {}).get("thinned", [])) or "-"
+        rows.append((name, land.workload_label, str(len(land)), thinned, " / ".join(f"{v:.2f}" for v in f.landscape),
+                     str(len(sample)), " / ".join(f"{v:.2f}" for v in f.sample),
+                     " / ".join(f"{v:.3f}" for v in sample_error(sample, f.best_known)), f"{f.gap:.3f}",
                      "yes" if f.representative else "no", f"{100 * f.near_optimal_landscape:.1f} %",
                      f"{100 * f.near_optimal_sample:.1f} %", f"{f.landscape_optimum:.1f}", f"{f.sample_best:.1f}"))
     draws = "/".join(map(str, DRAWS))
     lines = header("Landscape fidelity: random search's profile on each landscape and in the whole tiles space",
                    resolve_target(None))
-    lines += ["", format_table(rows, ("landscape", "layer", "configs", f"landscape @{draws}", "sample",
-                                      f"whole space @{draws}", "gap", f"within {TOLERANCE}", "near-opt land.",
-                                      "near-opt space", "land. best", "sample best")), "",
+    lines += ["", format_table(rows, ("landscape", "layer", "configs", "thinned", f"landscape @{draws}", "sample",
+                                      f"whole space @{draws}", "its s.e.", "gap", f"within {TOLERANCE}",
+                                      "near-opt land.", "near-opt space", "land. best", "sample best")), "",
               f"@{draws}: random search's expected best of that many uniform draws, as a share of the landscape's "
               f"optimum (landscape) or of the best known, the max of the sample's and the landscape's best (whole "
-              f"space). near-opt: configs within 5 % of that best. Bests in GFLOP/s, each as measured (not re-timed "
-              f"together).", *notes]
+              f"space). its s.e.: the whole space's shares' standard error, over {RESAMPLES} bootstrap resamples of "
+              f"the sample. thinned: values dropped from the stratified space to bring it within {TOLERANCE} "
+              f"(`tensorgym landscape thin`). near-opt: configs within 5 % of that best. Bests in GFLOP/s, each as "
+              f"measured (not re-timed together).", *notes]
     emit("\n".join(lines), args.out)
     return 0
 

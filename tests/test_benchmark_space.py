@@ -146,7 +146,7 @@ def test_the_stratified_path_space_has_no_hole_next_to_the_anchor_and_keeps_its_
     assert path != plain  # this anchor leaves holes next to it in the stratified grid
     for c in full.coordinates:
         order = list(c.choices)
-        here = order.index(anchor[c.knob] if c.level < 0 else anchor[c.knob][c.level])
+        here = order.index(c.value_of(anchor))
         kept = sorted(order.index(v) for v in path[c.label])
         below = max((i for i in kept if i < here), default=here)
         above = min((i for i in kept if i > here), default=here)

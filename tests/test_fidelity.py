@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import pytest
 
-from tensorgym.baselines.fidelity import TOLERANCE, random_search_profile, search_fidelity
+from tensorgym.baselines.fidelity import (
+    TOLERANCE, landscape_fidelity, random_search_profile, search_fidelity, thinned_bounds,
+)
+from tensorgym.landscape import Landscape, LandscapeError
+from tensorgym.record import Status
 
 
 def test_random_search_profile_is_the_expected_best_as_a_share():
@@ -36,3 +43,60 @@ def test_search_fidelity_reads_the_shared_trial_counts_and_refuses_nonsense():
         search_fidelity("dgd", {64: [1.0]}, {256: [1.0]}, 1.0, 1.0)
     with pytest.raises(ValueError, match="positive"):
         search_fidelity("dgd", {64: [1.0]}, {64: [1.0]}, 0.0, 1.0)
+
+
+def _graded_landscape(speed):
+    """The tiny bounded matmul space's landscape with every config's GFLOP/s set by ``speed(config)`` (noise-free)."""
+    from test_landscape_data import filled_database, synthetic_records, tiny_space
+
+    from tensorgym.landscape import export_landscape
+
+    space = tiny_space()
+    records = []
+    for record in synthetic_records(space):
+        latency = space.workload.gflops(1.0) / speed(record.config)  # seconds for that many GFLOP/s
+        records.append(dataclasses.replace(record, status=Status.OK, error="", latency_s=latency, samples=(latency,),
+                                           gflops=speed(record.config), run_s=0.1, wall_s=0.2))
+    with filled_database(space, records) as db:
+        return export_landscape(db, space, llvm_version="test")
+
+
+@functools.cache
+def _optimum():
+    from test_landscape_data import tiny_space
+
+    return next(c for c in tiny_space().configs() if c["i"][3] == 2)
+
+
+def _speed(config):
+    """An innermost i tile of 4 is good (80); the first config with 2 is the best (110); the rest make 10-50."""
+    return 110.0 if config == _optimum() else {1: 10.0, 2: 50.0, 4: 80.0}[config["i"][3]] + config["k"][1]
+
+
+def test_thinning_drops_the_values_that_make_the_landscape_easy_and_keeps_the_optimum():
+    land = _graded_landscape(_speed)
+    sample = land.narrowed({"i.3": (1, 2)})  # the whole space, where a tile of 4 is as rare as the optimum
+    assert landscape_fidelity(land, sample).gap > TOLERANCE
+    bounds, steps = thinned_bounds(land, sample)
+    assert [(s.label, s.value) for s in steps] == [("i.3", 4)] and bounds["i.3"] == [1, 2]
+    thin = land.narrowed(bounds)
+    assert steps[0].configs == len(thin) == len(sample) and steps[0].gap == pytest.approx(0.0)
+    assert thin.optimum.config == land.optimum.config  # the optimum's values stay
+
+
+def test_thinning_never_drops_the_optimums_value_nor_a_coordinates_second_and_stops_there():
+    land = _graded_landscape(_speed)
+    twos = land.narrowed({"i.3": (2,)})  # matched only by keeping the optimum's tile of 2 alone
+    bounds, steps = thinned_bounds(land, twos)
+    assert [(s.label, s.value) for s in steps] == [("i.3", 4)] and steps[0].gap > TOLERANCE
+    assert bounds["i.3"] == [1, 2]  # the optimum's 2 stays, and so does a second value
+    assert all(len(bounds[c.label]) == len(c.choices) for c in land.space().coordinates if c.label != "i.3")
+
+
+def test_a_representative_landscape_is_left_as_it_is_and_samples_are_refused():
+    land = _graded_landscape(lambda config: 1.0 + config["i"][3] + config["unroll"] / 16)
+    bounds, steps = thinned_bounds(land, land)
+    assert steps == [] and land.narrowed(bounds).configs == land.configs
+    sample = dataclasses.replace(land.metadata, space_options={})
+    with pytest.raises(LandscapeError, match="bounded tiles space"):
+        thinned_bounds(Landscape(sample, land.to_json()["columns"]), land)

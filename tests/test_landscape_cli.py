@@ -191,3 +191,20 @@ def test_list_names_every_shipped_landscape_with_its_cpu_and_fidelity(capsys):
                    for line in out.splitlines()), shipped
     rows = [line for line in out.splitlines() if " R5 " in line and " tiles " in line]
     assert rows and all(line.count(" / ") == 4 for line in rows)  # its profile and its full-space sample's
+
+
+def test_thin_writes_the_narrower_landscape_and_says_what_it_dropped(tmp_path, capsys):
+    from test_fidelity import _graded_landscape, _speed
+
+    land = _graded_landscape(_speed)
+    source, sample = land.save(tmp_path / "tiny.json.gz"), land.narrowed({"i.3": (1, 2)}).save(tmp_path / "s.json.gz")
+    assert main(["landscape", "thin", str(source), "--sample", str(sample), "--out", str(tmp_path / "t.json.gz")]) == 0
+    out = capsys.readouterr().out
+    thin = Landscape.load(tmp_path / "t.json.gz")
+    assert "drop i.3 = " in out and f"{len(thin)} configs" in out and len(thin) < len(land)
+    assert thin.metadata.notes["thinned"] and thin.metadata.notes["configs_before_thinning"] == len(land)
+    assert Landscape.load(source).configs == land.configs  # --out: the source is left as it was
+    assert main(["landscape", "thin", str(sample), "--sample", str(sample)]) == 0  # within already: nothing to write
+    assert "nothing to drop" in capsys.readouterr().out
+    assert main(["landscape", "thin", str(source), "--sample", str(tmp_path / "none.json.gz")]) == 2
+    assert "no full-space sample" in capsys.readouterr().err

@@ -168,6 +168,24 @@ def test_metadata_is_complete_and_rebuilds_the_exact_space():
     assert land.cpu_label == SYMBOLIC_CPU.label
 
 
+def test_a_narrowed_landscape_is_the_narrower_space_with_the_same_measurements(tmp_path):
+    land = synthetic_landscape()
+    narrow = land.narrowed({"i.3": (1, 4), "unroll": (16,)}, notes={"why": "test"})
+    space = tiny_space({**BOUNDS, "i.3": (1, 4), "unroll": (16,)})
+    assert narrow.configs == tuple(space.configs()) and len(narrow) == 144 * 2 // 3 // 2
+    assert narrow.complete and narrow.problems() == []
+    assert narrow.metadata.space_options["bounds"]["i.3"] == [1, 4] and narrow.metadata.notes["why"] == "test"
+    for config in narrow.configs:  # every column of every row is the wider landscape's
+        assert narrow.record(narrow.index_of(config)) == land.record(land.index_of(config))
+    assert Landscape.load(narrow.save(tmp_path / "narrow.json.gz")).configs == narrow.configs
+    with pytest.raises(LandscapeError, match="subset"):
+        land.narrowed({"i.3": (3,)})
+    with pytest.raises(LandscapeError, match="no coordinate 'z.1'"):
+        land.narrowed({"z.1": (1,)})
+    with pytest.raises(LandscapeError, match="subset"):
+        land.narrowed({"i.3": ()})
+
+
 def test_the_space_is_rebuilt_without_tvm(tmp_path):
     path = synthetic_landscape().save(tmp_path / "tiny-tiles.json.gz")
     code = (f"import sys; from tensorgym.landscape.file import Landscape; land = Landscape.load({str(path)!r}); "

@@ -1,4 +1,4 @@
-"""``tensorgym landscape measure|export|check``: exhaustively measured benchmark spaces.
+"""``tensorgym landscape measure|sample|export|thin|list|check``: exhaustively measured benchmark spaces.
 
   tensorgym landscape measure ENV_ID --db PATH [--space tiles|microkernel] [--rounds N] [--limit N] [--time-limit S]
         measure every config of the layer's benchmark space (tensorgym.spaces.tiles.benchmark, or for a
@@ -14,6 +14,9 @@
         one compact file of the landscape from its measurements (--db), or a landscape file or shipped
         landscape as it is; --t4 also writes the T4 format read by the autotuning-methodology package,
         --kernel-tuner Kernel Tuner's cache file, which its simulation mode replays
+  tensorgym landscape thin ENV_ID|FILE [--landscape CPU] [--sample FILE] [--out FILE]
+        drop values from a tiles landscape's coordinates until random search's profile on it is within the
+        tolerance of its full-space sample's (nothing measured: a narrower space of the same measurements)
   tensorgym landscape list
         every shipped and locally exported landscape: its CPU, space, configs, optimum, and its fidelity
         (random search's profile on it beside the full-space sample's, where one is measured)
@@ -28,7 +31,7 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from tensorgym.baselines.fidelity import TOLERANCE, landscape_fidelity, random_search_profile
+from tensorgym.baselines.fidelity import TOLERANCE, landscape_fidelity, random_search_profile, thinned_bounds
 from tensorgym.catalog import make_agent, make_space
 from tensorgym.database import Database
 from tensorgym.evaluator import Evaluator
@@ -122,6 +125,22 @@ def add_parser(subparsers) -> None:
     p.add_argument("--partial", action="store_true", help="with --db: export even if configs are missing (the "
                                                           "file says so)")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("thin", help="drop values from a tiles landscape until it is as hard as its whole space",
+                       description="Bring a tiles landscape's difficulty profile (random search's expected best after "
+                                   "16, 64 and 256 draws, as a share of the optimum) within "
+                                   f"{TOLERANCE} of its layer's full-space sample on the same CPU, by dropping one "
+                                   "coordinate value at a time (never the optimum's; a coordinate keeps at least two) "
+                                   "while that brings it closer. Nothing is measured: the narrower space's configs "
+                                   "are all in the landscape. Writes the landscape file again where it changes "
+                                   "(--out: elsewhere, always).")
+    p.add_argument("source", help="a suite layer's id (its shipped tiles landscape) or a landscape file (.json.gz)")
+    p.add_argument("--landscape", default=None, help="the CPU folder of the shipped landscape (default: this CPU's)")
+    p.add_argument("--sample", default=None, help="the full-space sample (default: the shipped one of the "
+                                                  "landscape's layer and CPU)")
+    p.add_argument("--out", default=None, help="where the landscape goes, thinned or not (default: over the source "
+                                               "file, where it changes)")
+    p.set_defaults(func=cmd_thin, space="tiles")
 
     p = sub.add_parser("list", help="every landscape shipped or exported here, with its CPU and fidelity",
                        description="List every landscape in the package's landscapes folder (shipped, or exported "
@@ -420,10 +439,54 @@ def _measured_landscape(args: argparse.Namespace) -> Landscape:
 
 def _given_landscape(args: argparse.Namespace) -> Landscape:
     """``export``'s landscape without a database: the file named, or the layer's shipped landscape."""
-    source = args.source
-    if source.endswith(SUFFIX) or Path(source).is_file():
-        return Landscape.load(source)
-    return Landscape.load(find_landscape(source, args.space, cpu=args.landscape))
+    return Landscape.load(_landscape_path(args))
+
+
+def _landscape_path(args: argparse.Namespace) -> Path:
+    """The file ``args.source`` names, or the shipped landscape of that layer (``--space``, ``--landscape CPU``)."""
+    if args.source.endswith(SUFFIX) or Path(args.source).is_file():
+        return Path(args.source)
+    return find_landscape(args.source, args.space, cpu=args.landscape)
+
+
+def cmd_thin(args: argparse.Namespace) -> int:
+    source = _landscape_path(args)
+    landscape = Landscape.load(source)
+    if "sample" in (landscape.metadata.notes or {}):
+        raise InvalidArgumentError(f"{source} is a full-space sample, not a landscape: name a layer or a landscape "
+                                   f"file")
+    sample_file = Path(args.sample) if args.sample else sample_path(landscape.workload, cpu=landscape.cpu_folder)
+    if not sample_file.is_file():
+        raise InvalidArgumentError(f"no full-space sample of {landscape.workload_label} on {landscape.cpu_folder} "
+                                   f"({sample_file}): measure one with `tensorgym landscape sample "
+                                   f"{landscape.metadata.env_id or 'ENV_ID'} --db FILE`, or name it with --sample FILE")
+    sample = Landscape.load(sample_file)
+    before = landscape_fidelity(landscape, sample)
+    bounds, steps = thinned_bounds(landscape, sample)
+    print(f"{landscape!r}: profile {_shares(before.landscape)} against the whole space's {_shares(before.sample)}, "
+          f"gap {before.gap:.3f}")
+    for step in steps:
+        print(f"  drop {step.label} = {step.value}: {step.configs} configs, gap {step.gap:.3f}")
+    if not steps:
+        print("  nothing to drop: " + ("within the tolerance already" if before.representative else
+                                       "no value's removal brings it closer"))
+        if args.out:
+            print(f"unchanged -> {landscape.save(args.out)}")
+        return 0
+    notes = landscape.metadata.notes or {}
+    thinned = landscape.narrowed(bounds, {"thinned": [*notes.get("thinned", []),
+                                                      *(f"{s.label}={s.value}" for s in steps)],
+                                          "configs_before_thinning": notes.get("configs_before_thinning",
+                                                                               len(landscape))})
+    after = landscape_fidelity(thinned, sample)
+    path = thinned.save(args.out or source)
+    print(f"{len(thinned)} configs, profile {_shares(after.landscape)}, gap {after.gap:.3f} "
+          f"({'within' if after.representative else 'still beyond'} {TOLERANCE}) -> {path}")
+    return 0
+
+
+def _shares(values) -> str:
+    return " / ".join(f"{v:.2f}" for v in values)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -435,13 +498,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         whole, gap = "", ""
         if shipped.sample.is_file():
             fidelity = landscape_fidelity(land, Landscape.load(shipped.sample))
-            whole = " / ".join(f"{v:.2f}" for v in fidelity.sample)
+            whole = _shares(fidelity.sample)
             gap = f"{fidelity.gap:.3f}" + (" ok" if fidelity.representative else "")
         optimum, anchor = float(land.scores.max()), (land.metadata.notes or {}).get("anchor_gflops")
         rows.append((shipped.cpu + (" (this CPU)" if shipped.cpu == here else ""), shipped.layer, shipped.space,
                      str(len(land)), f"{optimum:.1f}", f"{optimum / anchor:.2f}" if anchor else "-",
                      (land.metadata.measured_to or "")[:10],
-                     " / ".join(f"{v:.2f}" for v in profile), whole or "no sample", gap))
+                     _shares(profile), whole or "no sample", gap))
     if not rows:
         print(f"no landscapes in {LANDSCAPES_DIR}: measure one with `tensorgym landscape measure ENV_ID --db FILE`")
         return 0

@@ -39,7 +39,7 @@ import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -343,6 +343,37 @@ class Landscape:
         except (TensorgymError, TypeError) as exc:
             raise LandscapeError(f"the {self.space_name} space of {self.workload_label} cannot be built from the "
                                  f"landscape's metadata: {exc}") from None
+
+    def narrowed(self, bounds: Mapping[str, Sequence[int]], notes: Mapping[str, Any] | None = None) -> "Landscape":
+        """The landscape of a narrower space: this space with ``bounds`` (coordinate label -> the choices it keeps,
+        each a subset of what it keeps here; the others as they are), holding the same measurements of the configs
+        that space holds. Nothing is measured: a sub-space of a complete landscape is complete. ``notes`` are added
+        to the metadata's."""
+        if self.metadata.space_options.get("bounds") is None or self.space_name != "tiles":
+            raise LandscapeError(f"only a bounded tiles space's landscape can be narrowed, not {self!r}")
+        held = {c.label: list(c.choices) for c in self.space().coordinates}
+        unknown = sorted(set(bounds) - set(held))
+        if unknown:
+            raise LandscapeError(f"the space has no coordinate {unknown[0]!r}; it has {', '.join(held)}")
+        for label, values in bounds.items():
+            extra = sorted(set(values) - set(held[label]))
+            if not values or extra:
+                raise LandscapeError(f"the bounds of {label!r} must be a non-empty subset of {held[label]}, "
+                                     f"got {list(values)}")
+        from ..catalog import make_space
+
+        options = {**self.metadata.space_options,
+                   "bounds": {label: [v for v in kept if v in set(bounds.get(label, kept))]
+                              for label, kept in held.items()}}
+        try:
+            configs = make_space(self.space_name, self.workload, self.target, **options).configs()
+        except TensorgymError as exc:
+            raise LandscapeError(f"the narrowed space of {self.workload_label} cannot be built: {exc}") from None
+        rows = [self._index[c] for c in configs if c in self._index]  # a partial landscape stays partial
+        columns = {name: [column[i] for i in rows] for name, column in self.to_json()["columns"].items()}
+        metadata = replace(self.metadata, space_options=options, configs_in_space=len(configs),
+                           notes={**(self.metadata.notes or {}), **(notes or {})})
+        return Landscape(metadata, columns)
 
     # -- looking up ------------------------------------------------------------------
     @cached_property

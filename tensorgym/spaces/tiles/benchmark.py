@@ -157,7 +157,7 @@ def coordinate_importance(space: TilesSpace, configs: list[Config], scores: list
         return float(-(p * np.log(p)).sum())
 
     def values(label_configs: list[Config], c: Coordinate) -> list[int]:
-        return [x[c.knob] if c.level < 0 else x[c.knob][c.level] for x in label_configs]
+        return [c.value_of(x) for x in label_configs]
 
     out = {}
     for c in space.coordinates:
@@ -204,7 +204,7 @@ def uniform_marginals(space: TilesSpace, draws: int = 8192, seed: int = 0) -> di
     """Each coordinate's values in ``draws`` uniform draws from the whole ``space`` (its own sampler: one
     factorisation per loop, one value per knob, each uniform)."""
     configs = space.sample_many(np.random.default_rng(seed), draws)
-    return {c.label: [config[c.knob] if c.level < 0 else config[c.knob][c.level] for config in configs]
+    return {c.label: [c.value_of(config) for config in configs]
             for c in space.coordinates}
 
 
@@ -292,7 +292,7 @@ def benchmark_bounds(space: TilesSpace, max_configs: int = DEFAULT_MAX_CONFIGS, 
     if anchor is not None:  # the anchor's values go first, and are never dropped (see the module docs)
         space.check(anchor)
         for c in coords:
-            value = anchor[c.knob] if c.level < 0 else anchor[c.knob][c.level]
+            value = c.value_of(anchor)
             anchored[c.label] = value
             ranked[c.label] = [value] + [v for v in ranked[c.label] if v != value]
 

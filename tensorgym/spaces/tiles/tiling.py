@@ -60,6 +60,10 @@ class Coordinate:
     def label(self) -> str:
         return self.knob if self.level < 0 else f"{self.knob}.{self.level}"
 
+    def value_of(self, config: Config) -> int:
+        """The value this coordinate takes in ``config``."""
+        return config[self.knob] if self.level < 0 else config[self.knob][self.level]
+
 
 class LoopTiling:
     """The tile knobs of a loop nest (see the module docs).
@@ -201,8 +205,7 @@ class LoopTiling:
         return min(self.tilings_of(loop), key=lambda t: (float(np.abs(np.log(t[1:]) - want).sum()), t))
 
     def coordinate_index(self, config: Config, coord: Coordinate) -> int:
-        value = config[coord.knob] if coord.level < 0 else config[coord.knob][coord.level]
-        return coord.choices.index(value)
+        return coord.choices.index(coord.value_of(config))
 
     def hopped_value(self, config: Config, coordinate: int, direction: int):
         """The knob value after the hop, or None if the hop leaves the tiling."""
