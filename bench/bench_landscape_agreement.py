@@ -142,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     kept, kept_now = kept_live(kept_path), {}
     lines = header("Agreement of the landscapes with live runs: random, GA and DGD, separated pairs and Kendall's tau",
                    local_cpu())
-    lines += [f"live GA/DGD: the per-seed bests of {report_path.name if report else 'no committed report'} and of the "
-              f"runs in {args.live_out} (a seed in both: the run's); live random: the layer's full-space sample "
+    lines += [f"live GA/DGD: the per-seed bests of {report_path.name if report else 'no committed report'}, of "
+              f"{kept_path.name if kept else 'no kept file'} and of the runs in {args.live_out} (a seed in several: "
+              f"the later's); live random: the layer's full-space sample "
               f"replayed in {args.seeds} shuffled orders; landscape: this CPU's shipped files; {args.seeds} seeds x "
               f"{max(TRIALS)} trials per agent. Means [95 % interval] of the best GFLOP/s over seeds.", ""]
     inverted_total = separated_total = 0
