@@ -36,6 +36,7 @@ import json
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,7 @@ import numpy as np
 from tensorgym.baselines.vendor import PAIRING_VARIANTS, pairing_bias, time_against_vendor
 from tensorgym.database import Database
 from tensorgym.landscape import Landscape, find_landscape
+from tensorgym.landscape.measuring import BATCH
 from tensorgym.measure import Measurer, TimingProtocol
 from tensorgym.measure.tasks import build
 from tensorgym.target import local_cpu
@@ -77,21 +79,24 @@ def cmd_rounds(args: argparse.Namespace) -> int:
     protocol = TimingProtocol() if args.target_spread is None else TimingProtocol(
         target_spread=args.target_spread, max_timing_ms=3 * TimingProtocol().max_timing_ms)
     name = experiment(args.pick, args.target_spread)
-    for round_no in range(1, args.rounds + 1):
-        order = [configs[i] for i in np.random.default_rng(round_no).permutation(len(configs))]
-        for mode in args.modes.split(","):
-            with Database(Path(args.dir) / f"{name}-{mode}-round{round_no}.db") as db:
-                held = {r.config for r in db.records(space=space.name) if r.final}
-                todo = [c for c in order if c not in held]
-                if not todo:
-                    continue
-                db.register(space.workload, space.target)
-                t0 = time.monotonic()
-                with Measurer(space.target, paired=reference if mode == "paired" else None,
-                              protocol=protocol) as measurer:
-                    measurer.measure(space, todo, on_record=db.commit)
-                print(f"{name} round {round_no} {mode}: {len(todo)} configs in {time.monotonic() - t0:.0f} s",
-                      file=sys.stderr)
+    modes = args.modes.split(",")
+    with ExitStack() as stack:  # one measurer per mode for all rounds: each config is built once per mode
+        measurers = {mode: stack.enter_context(Measurer(space.target, paired=reference if mode == "paired" else None,
+                                                        protocol=protocol, keep_builds=True)) for mode in modes}
+        for round_no in range(1, args.rounds + 1):
+            order = [configs[i] for i in np.random.default_rng(round_no).permutation(len(configs))]
+            for mode in modes:
+                with Database(Path(args.dir) / f"{name}-{mode}-round{round_no}.db") as db:
+                    held = {r.config for r in db.records(space=space.name) if r.final}
+                    todo = [c for c in order if c not in held]
+                    if not todo:
+                        continue
+                    db.register(space.workload, space.target)
+                    t0 = time.monotonic()
+                    for start in range(0, len(todo), BATCH):  # batches: a round cut short keeps what it timed
+                        measurers[mode].measure(space, todo[start:start + BATCH], on_record=db.commit)
+                    print(f"{name} round {round_no} {mode}: {len(todo)} configs in {time.monotonic() - t0:.0f} s",
+                          file=sys.stderr)
     return 0
 
 

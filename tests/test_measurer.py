@@ -1,5 +1,7 @@
 """The measurer on real kernels: correct ones time, broken ones become records, the process survives."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -49,6 +51,28 @@ def test_crashing_and_hanging_kernels_become_records(mm_space):
         assert "SIGSEGV" in records[1].error and "no answer within 8.0 s" in records[2].error
         assert m.runner_restarts == 2
         assert m.measure(mm_space, [a])[0].status is Status.OK  # still working afterwards
+
+
+def test_kept_builds_are_timed_again_without_a_compile(mm_space, tmp_path):
+    configs = mm_space.sample_many(np.random.default_rng(5), 3)
+    with Measurer(keep_builds=True) as m:
+        first = m.measure(mm_space, configs)
+        libraries = sorted(Path(m._workdir).rglob("*.so"))
+        second = m.measure(mm_space, configs[::-1])
+        assert m.kernels_built == 3 and m.kernels_run == 6  # round 2 compiled nothing
+        assert sorted(Path(m._workdir).rglob("*.so")) == libraries  # the same libraries, still there
+        assert [r.status for r in first + second] == [Status.OK] * 6
+        assert [r.build_s for r in second] == [r.build_s for r in first[::-1]]  # what the one build took
+        same_configs_other_space = TilesSpace(mm_space.workload, local_cpu())
+        m.measure(same_configs_other_space, configs[:1])
+        assert m.kernels_built == 4  # kept by space, not by config alone
+    assert not any(path.exists() for path in libraries)  # closing removes them
+    with Measurer() as m:  # without keep_builds, every measurement builds
+        m.measure(mm_space, configs[:1])
+        m.measure(mm_space, configs[:1])
+        assert m.kernels_built == 2 and not list(Path(m._workdir).rglob("*.so"))
+    with pytest.raises(TypeError, match="keep_builds must be True or False"):
+        Measurer(keep_builds="yes")
 
 
 def test_schedules_that_fail_to_build_are_build_errors(measurer, mm_space):

@@ -6,6 +6,7 @@
         search that anchors it (the GA in the tiles space, random-structured in the microkernel space, 512
         measurements, into the --anchor-db); resumable (run it again), with a progress bar and an ETA;
         --rounds N measures every config N times, a round at a time, each round into its own database
+        (each config is built once, in round 1, and its kernel timed again in the later rounds)
   tensorgym landscape sample ENV_ID --db PATH [--configs 2000] [--limit N] [--time-limit S]
         measure a uniform random sample of the layer's whole tiles space through the normal evaluator
         (resumable): how hard the space a user tunes is, the live random baseline, and a held-out test set
@@ -228,7 +229,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=1,
                    help="measuring rounds per config (default 1): round N>1 measures every config again, in its "
                         "own shuffled order, into the --db file's name with '-roundN' added, and export keeps each "
-                        "config's median over the rounds (a VM's passing slowdowns then do not rank a config)")
+                        "config's median over the rounds (a VM's passing slowdowns then do not rank a config); each "
+                        "config is compiled once, for all its rounds")
 
 
 def _anchored_space(args: argparse.Namespace, measurer: Measurer | None = None):
@@ -344,9 +346,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         measurer = stack.enter_context(Measurer(target))
         anchor, space = _anchored_space(args, measurer)
-        if args.paired:  # the anchor search is timed as searches are; the landscape against the anchor
+        if args.paired or args.rounds > 1:
+            # The anchor search is timed as searches are; the landscape against the anchor if paired, and
+            # with each config built once for all its rounds.
             measurer.close()
-            measurer = stack.enter_context(Measurer(target, paired=anchor.config))
+            measurer = stack.enter_context(Measurer(target, paired=anchor.config if args.paired else None,
+                                                    keep_builds=args.rounds > 1))
         print(f"{space.workload.label}: {len(space.configs())} configs in the benchmark space on "
               f"{space.target.label}; database {args.db}"
               + ("" if args.rounds == 1 else f" (round 1; rounds 2-{args.rounds} beside it)")
@@ -528,7 +533,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     landscape = Landscape.load(path)
     target = resolve_target(None)
     reference = landscape.optimum.config if args.paired and landscape.optimum is not None else None
-    with Database(args.db) as database, Measurer(target, paired=reference) as measurer:
+    with Database(args.db) as database, Measurer(target, paired=reference, keep_builds=args.rounds > 1) as measurer:
         report = check_landscape(landscape, database, measurer, configs=args.configs, seed=args.seed,
                                  rounds=args.rounds, progress=not args.quiet)
     print(report.summary())

@@ -35,6 +35,14 @@ kernels of the batch are timed. That early stop, and timing one-call samples
 without ``time_evaluator``'s extra call (:func:`.tasks.main_sampler`), are the
 ``savings``: on by default, off to measure as before.
 
+**Built once, timed again.** With ``keep_builds``, every kernel the measurer
+builds stays in its work directory until it is closed, and a config of the same
+space measured again is timed without a new compile: a landscape measured in
+rounds (:func:`tensorgym.landscape.measuring.measure_rounds`) compiles each
+config once. TVM builds the same library from the same config, so a round only
+measures the timing again, which is what rounds are for. The record of a kept
+kernel carries the seconds its one build took.
+
 The measurer sees a space only through its
 :class:`~tensorgym.spaces.builder.KernelBuilder` (:meth:`Space.builder()
 <tensorgym.spaces.base.Space.builder>`): that is what the builder pool and the
@@ -125,6 +133,9 @@ class Measurer:
             in alternation with it, and its samples are its ratio to the reference times the reference's
             latency at the start (:mod:`.paired`; about twice the timing time). For ranking near-peak
             kernels on a noisy machine. One space per measurer; runners on this machine's CPU only.
+        keep_builds: keep every built kernel until :meth:`close` and time it again without building when
+            the same config of the same space object is measured again (a landscape's rounds). The work
+            directory then holds every kernel built: about 0.1 MB each for CPU kernels.
         faults: test hook, ``{config: fault}`` with a fault of
             :data:`tensorgym.measure.tasks.FAULTS` (``"crash"``, ``"hang"``: the runner's process,
             the local child or the remote device's session, crashes or hangs instead of running the
@@ -136,7 +147,8 @@ class Measurer:
                  builders: int | None = None, protocol: TimingProtocol | None = None,
                  build_timeout: float | None = None,
                  run_timeout: float | None = None, infra_retries: int = 2, savings: bool = True,
-                 paired: Config | None = None, faults: Mapping[Config, str] | None = None):
+                 paired: Config | None = None, keep_builds: bool = False,
+                 faults: Mapping[Config, str] | None = None):
         if runner is not None and not isinstance(runner, Runner):
             raise InvalidTypeError(f"runner must be a tensorgym Runner, got {type(runner).__name__}")
         if protocol is not None and not isinstance(protocol, TimingProtocol):
@@ -145,6 +157,8 @@ class Measurer:
             raise InvalidArgumentError("pass the protocol to the runner, not to the Measurer, when you give a runner")
         if not isinstance(savings, bool):
             raise InvalidTypeError(f"savings must be True or False, got {type(savings).__name__}")
+        if not isinstance(keep_builds, bool):
+            raise InvalidTypeError(f"keep_builds must be True or False, got {type(keep_builds).__name__}")
         if paired is not None and not isinstance(paired, Config):
             raise InvalidTypeError(f"paired must be a Config (the reference kernel's) or None, "
                                    f"got {type(paired).__name__}")
@@ -177,6 +191,9 @@ class Measurer:
                                        f"cannot time two kernels in alternation")
         self.paired = paired
         self._reference: tuple[str, PairedReference] | None = None  # (space key, reference) once timed
+        self.keep_builds = keep_builds
+        # (id(space), config) -> (space, its build); the space is held so that its id is not reused.
+        self._kept: dict[tuple[int, Config], tuple[Space, Outcome]] = {}
         self.kernels_built = 0
         self.kernels_run = 0
 
@@ -193,6 +210,7 @@ class Measurer:
 
     def close(self) -> None:
         self._reference = None
+        self._kept.clear()
         for worker in self._builders:
             worker.close()
         self.runner.close()
@@ -251,12 +269,15 @@ class Measurer:
         _start_quietly(self.runner)
         reference = self._paired_reference(kernels[0][0], kernel_builders[0], made) if self.paired else None
         t0 = time.monotonic()
-        builds = run_all(self._builders, [(self.runner.build_task, (builder, c, self._workdir),
-                                           {"fault": self._fault(c, 0, BUILD_FAULTS)})
-                                          for builder, (_, c) in zip(kernel_builders, kernels)],
-                         timeout=self.build_timeout)
+        builds: list[Outcome | None] = [self._kept_build(space, c) for space, c in kernels]
+        missing = [i for i, built in enumerate(builds) if built is None]
+        fresh = run_all(self._builders, [(self.runner.build_task, (kernel_builders[i], kernels[i][1], self._workdir),
+                                          {"fault": self._fault(kernels[i][1], 0, BUILD_FAULTS)}) for i in missing],
+                        timeout=self.build_timeout) if missing else []
+        for i, built in zip(missing, fresh):
+            builds[i] = built
         build_share = (time.monotonic() - t0) / len(kernels)
-        self.kernels_built += len(kernels)
+        self.kernels_built += len(missing)
         best = dict(incumbents or {})
         records: list[Record] = []
         in_a_row = 0  # kernels in a row that ended in infra_error
@@ -268,6 +289,8 @@ class Measurer:
                 trusted = record.ok and not record.short and not record.busy
                 if incumbents is not None and trusted and record.latency_s < best.get(key, float("inf")):
                     best[key] = record.latency_s
+                if self.keep_builds and builds[index].ok:
+                    self._kept[(id(space), config)] = (space, builds[index])
                 records.append(record)
                 if on_record is not None:
                     on_record(record)
@@ -278,10 +301,15 @@ class Measurer:
                         f"(last: {_gist(record.error)}); stopped with {len(kernels) - index - 1} kernels of the batch "
                         f"left. Every record made so far is kept: fix the machine and run again to resume")
         finally:
-            for built in builds:  # what was built and not run (the batch stopped), or run and done with
-                if built.ok:
+            for (space, config), built in zip(kernels, builds):  # built and not run (the batch stopped), or done
+                if built is not None and built.ok and self._kept_build(space, config) is not built:
                     Path(built.value["path"]).unlink(missing_ok=True)
         return records
+
+    def _kept_build(self, space: Space, config: Config) -> Outcome | None:
+        """The kept build of ``config`` of ``space`` (see ``keep_builds``), if there is one."""
+        kept = self._kept.get((id(space), config))
+        return kept[1] if kept is not None and kept[0] is space else None
 
     def _fault(self, config: Config, attempt: int, kinds: tuple[str, ...]) -> str | None:
         """The test fault of ``config`` on attempt ``attempt`` (0: the first), if it is one of ``kinds``."""
