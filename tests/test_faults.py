@@ -114,6 +114,24 @@ def test_errors_of_a_full_or_failing_disk_are_the_machines():
     assert infrastructure_cause(MemoryError())
     assert infrastructure_cause(RuntimeError("unroll must be one of (0, 16)")) is None
     assert infrastructure_cause(OSError(errno.ENOENT, "No such file or directory")) is None
+    # TVM's words when the loader cannot map one more library into a runner that holds thousands
+    assert infrastructure_cause(RuntimeError("InternalError: Check failed: (lib_handle_ != nullptr) is false: Failed "
+                                             "to load dynamic shared library /tmp/k.so: failed to map segment from "
+                                             "shared object"))
+
+
+def test_the_runner_replaces_its_process_before_loaded_libraries_fill_it(space, monkeypatch):
+    from tensorgym.measure import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "KERNELS_PER_PROCESS", 2)
+    configs = space.sample_many(np.random.default_rng(7), 5)
+    with Measurer() as m:
+        pids = []
+        for config in configs:
+            assert m.measure(space, [config])[0].status is Status.OK
+            pids.append(m.runner._worker.pid)
+        assert len(set(pids)) == 3 and pids[0] == pids[1] != pids[2]  # a new process every 2 kernels
+        assert m.runner_restarts == 0  # replaced, not crashed
 
 
 # -- the runner killed from outside ------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ again later. This module holds the rules that tell them apart:
   ``EMFILE``, ``ENFILE``), ``MemoryError``, and messages that carry those errors'
   texts (``ld: ... No space left on device``) are the machine's; so is a build
   that fails while its output or temporary directory has (almost) no free space.
+  So is a library the dynamic loader cannot map (``failed to map segment from
+  shared object``): the process's address space or its count of memory maps
+  is full, which says nothing of the kernel in it.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ KERNEL_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal
                             signal.SIGTRAP, signal.SIGSYS})
 INFRA_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EROFS, errno.ENOMEM, errno.EMFILE,
                           errno.ENFILE})
-INFRA_TEXTS = tuple(os.strerror(code) for code in sorted(INFRA_ERRNOS))  # "No space left on device", ...
+INFRA_TEXTS = (*(os.strerror(code) for code in sorted(INFRA_ERRNOS)),  # "No space left on device", ...
+               "failed to map segment from shared object")  # the dynamic loader's, when it cannot map a library
 LOW_DISK_BYTES = 1 << 20  # a build that fails with less free space than this is not trusted as the kernel's fault
 
 

@@ -135,7 +135,7 @@ class Measurer:
             kernels on a noisy machine. One space per measurer; runners on this machine's CPU only.
         keep_builds: keep every built kernel until :meth:`close` and time it again without building when
             the same config of the same space object is measured again (a landscape's rounds). The work
-            directory then holds every kernel built: about 0.1 MB each for CPU kernels.
+            directory then holds every kernel built (a CPU kernel's library: tens of kB).
         faults: test hook, ``{config: fault}`` with a fault of
             :data:`tensorgym.measure.tasks.FAULTS` (``"crash"``, ``"hang"``: the runner's process,
             the local child or the remote device's session, crashes or hangs instead of running the

@@ -103,12 +103,21 @@ GPU_TIMING = TimingProtocol(warmup_ms=20.0, process_warmup_ms=300.0, min_repeat_
                             max_total_samples=200)
 
 
+# A TVM library stays mapped in the process that loaded it (five memory maps each, measured), and a process
+# may hold vm.max_map_count of them (65,530 by default): after about 13,000 kernels loading the next one fails.
+# The runner's process is replaced after this many kernels, long before; the new one is warmed up again.
+KERNELS_PER_PROCESS = 2048
+
+
 class LocalRunner(Runner):
     """One long-lived child process on this machine that runs every core (``TVM_NUM_THREADS``).
 
     A kernel that kills the process (a segfault) costs a ``crash`` outcome and a
     restart; one that outlives ``timeout`` has its process killed (``timeout``).
-    The child reports when the kernel starts, so outcomes carry the phase.
+    The child reports when the kernel starts, so outcomes carry the phase. The
+    process is replaced after :data:`KERNELS_PER_PROCESS` kernels (loaded
+    libraries are never unmapped), and after a call the machine made fail, so
+    that the measurer's retry runs in a fresh one.
     """
 
     reports_phases = True
@@ -119,6 +128,7 @@ class LocalRunner(Runner):
         # The child reports when it has started, so that its start-up (after a restart) is not
         # charged to the kernel it then runs.
         self._worker = Worker("runner", work_dir, env={"TVM_NUM_THREADS": str(target.num_cores)}, report_ready=True)
+        self._loaded = 0  # kernels the current process has loaded
 
     def start(self) -> None:
         self._worker.start()
@@ -126,9 +136,16 @@ class LocalRunner(Runner):
     def run(self, builder: KernelBuilder, config: Config, artifact: str, *, check: bool, timeout: float,
             fault: str | None = None, incumbent_s: float | None = None,
             paired: PairedReference | None = None) -> Outcome:
-        return self._worker.call(f"{_TASKS}:run_local", builder, config, artifact, check=check,
-                                 protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, paired=paired,
-                                 timeout=timeout)
+        if self._loaded >= KERNELS_PER_PROCESS or not self._worker.alive:
+            self._worker.close()  # the next call starts a fresh process
+            self._loaded = 0
+        self._loaded += 1
+        outcome = self._worker.call(f"{_TASKS}:run_local", builder, config, artifact, check=check,
+                                    protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, paired=paired,
+                                    timeout=timeout)
+        if outcome.kind == "infra":
+            self._loaded = KERNELS_PER_PROCESS  # the machine failed this process: the retry gets a new one
+        return outcome
 
     def close(self) -> None:
         self._worker.close()
