@@ -10,6 +10,8 @@ round:
 * each config's spread between rounds (``(max - min) / median``), next to the spread of the space
   itself (the percentiles of the configs' median-of-rounds GFLOP/s): when a config moves between
   rounds by as much as configs differ from each other, no single ranking reproduces;
+* the same among the 64, 128 and 256 best configs alone: whether the rounds rank the space's top, where
+  configs lie a few per cent apart, or only its broad levels;
 * whether the slow timings come in stretches (the autocorrelation in time of each timing's log
   ratio to its config's median over the other rounds): a machine whose speed drifts over seconds
   gives stretches; noise per allocation or per build does not;
@@ -37,6 +39,9 @@ from tensorgym.landscape.measuring import round_path
 from tensorgym.text import format_table
 
 from report_header import emit, header
+
+
+TOP = (64, 128, 256)  # the best configs whose ranking among themselves is reported apart
 
 
 def rounds_of(db_path: str, rounds: int, space: str | None) -> tuple[list[dict], object]:
@@ -91,6 +96,19 @@ def main(argv: list[str] | None = None) -> int:
                               for i, s in enumerate(scores)],
                             ["a config's (max - min) / median", *(f"{v:.3f}" for v in np.percentile(spread, pct))]],
                            ["", *(f"p{p}" for p in pct)])]
+
+    rows = []
+    for k in TOP:
+        if k >= len(configs):
+            continue
+        top = np.argsort(-median)[:k]
+        rho = [float(spearmanr(scores[i, top], scores[j, top]).statistic)
+               for i, j in itertools.combinations(range(args.rounds), 2)]
+        rows.append([f"best {k}", f"{np.ptp(median[top]) / np.median(median[top]):.3f}",
+                     f"{np.median(spread[top]):.3f}", f"{min(rho):.3f}-{max(rho):.3f}"])
+    lines += ["", "the best configs alone (by their median over rounds): how fine a ranking the rounds reproduce",
+              format_table(rows, ["configs", "span of their medians / median", "median move between rounds",
+                                  "Spearman between rounds"])]
 
     rows = []
     for i in range(args.rounds):

@@ -72,6 +72,8 @@ def test_paired_measuring_keeps_each_records_ratio_to_the_anchor_and_check_pairs
     assert len({s["reference_s"] for s in states}) == 1  # one session, one scale
     out = tmp / "C7-paired.json.gz"
     assert main(["landscape", "export", *[a for a in args if a != "-q"], "--out", str(out)]) == 0
+    assert Landscape.load(out).metadata.notes["paired"]["reference_latency_s"] == pytest.approx(
+        states[0]["reference_s"])  # the file says its timings are ratios, and on what scale
     assert main(["landscape", "check", LAYER, "--landscape", str(out), "--configs", "3", "--paired", "-q"]) == 0
     assert "Spearman" in capsys.readouterr().out
 

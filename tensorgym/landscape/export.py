@@ -174,9 +174,14 @@ def export_landscape(database: Database, space: Space, *, env_id: str | None = N
     if not records:
         raise LandscapeIncomplete(f"no config of the {space.name} space of {space.workload.label} is measured in "
                                   f"{database.path} on {space.target.label}")
+    # Paired timing is the records' own property (their device state); the file says so, and on what scale.
+    paired = {} if scale_s is None else {"paired": {
+        "timing": "each kernel timed in alternation with one reference kernel; latency = its ratio to the "
+                  "reference x reference_latency_s", "reference_latency_s": scale_s}}
     meta = _landscape_metadata(space, records, env_id=env_id, configs_in_space=len(configs), protocol=protocol,
                                rounds=1 + len(repeats), fma_peak_gflops=fma_peak_gflops, llvm_version=llvm_version,
-                               notes={"configs_measured": len(records), "complete": not missing, **(notes or {})})
+                               notes={"configs_measured": len(records), "complete": not missing, **paired,
+                                      **(notes or {})})
     return Landscape.from_records(records, meta, order=configs)
 
 
