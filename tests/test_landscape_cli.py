@@ -38,6 +38,12 @@ def test_measure_resumes_and_measures_every_config_once(measured, capsys):
     assert all(r.status is Status.OK for r in records)
 
 
+def test_the_anchor_search_shows_its_progress_unless_quiet(tmp_path, capsys):
+    args = [LAYER, "--db", str(tmp_path / "a.db"), "--max-configs", "2", "--anchor-budget", "2", "--rule", "favoured"]
+    assert main(["landscape", "measure", *args, "--limit", "0"]) == 0  # the anchor search only
+    assert "anchor ResNet-18/C7" in capsys.readouterr().err  # its progress bar
+
+
 def test_export_writes_the_landscape_and_t4(measured, capsys):
     tmp, db, common = measured
     out, t4 = tmp / "C7.json.gz", tmp / "C7_T4.json"

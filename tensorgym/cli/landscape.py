@@ -51,7 +51,7 @@ from tensorgym.spaces.microkernel import benchmark as microkernel_benchmark
 from tensorgym.spaces.tiles import benchmark as tiles_benchmark
 from tensorgym.target import RUNNABLE_PROFILES, resolve_target
 from tensorgym.text import format_table
-from tensorgym.tuner import Tuner
+from tensorgym.tuner import ProgressBarCallback, Tuner
 from tensorgym.workloads import Conv2d
 
 from .args import finite_float
@@ -273,7 +273,9 @@ def _anchored_space(args: argparse.Namespace, measurer: Measurer | None = None):
                                            f"--space {args.space}` first")
             print(f"{workload.label}: {agent} searches the full {args.space} space ({args.anchor_budget} "
                   f"measurements, seed 0) for the anchor of the benchmark space; database {path}", file=sys.stderr)
-            Tuner(Evaluator(full, database, measurer), budget=args.anchor_budget).run(make_agent(agent), seed=0)
+            progress = None if args.quiet else ProgressBarCallback()
+            Tuner(Evaluator(full, database, measurer), budget=args.anchor_budget, callback=progress,
+                  label=f"anchor {workload.label}").run(make_agent(agent), seed=0)
         best = database.best(workload.key, target.fingerprint, full.name)
     if not best:
         raise InvalidArgumentError(f"no kernel of the {agent} search in {path} ran correctly: nothing anchors the "
