@@ -143,8 +143,8 @@ class LocalRunner(Runner):
         outcome = self._worker.call(f"{_TASKS}:run_local", builder, config, artifact, check=check,
                                     protocol=self.protocol, fault=fault, incumbent_s=incumbent_s, paired=paired,
                                     timeout=timeout)
-        if outcome.kind == "infra":
-            self._loaded = KERNELS_PER_PROCESS  # the machine failed this process: the retry gets a new one
+        if outcome.kind == "infra":  # the machine failed this process: the retry gets a new one
+            self._worker.close()
         return outcome
 
     def close(self) -> None:
