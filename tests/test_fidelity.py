@@ -45,13 +45,14 @@ def test_search_fidelity_reads_the_shared_trial_counts_and_refuses_nonsense():
         search_fidelity("dgd", {64: [1.0]}, {64: [1.0]}, 0.0, 1.0)
 
 
-def _graded_landscape(speed):
-    """The tiny bounded matmul space's landscape with every config's GFLOP/s set by ``speed(config)`` (noise-free)."""
-    from test_landscape_data import filled_database, synthetic_records, tiny_space
+def _graded_landscape(speed, **bounds):
+    """The tiny bounded matmul space's landscape (its bounds with ``bounds`` changed) with every config's GFLOP/s
+    set by ``speed(config)`` (noise-free)."""
+    from test_landscape_data import BOUNDS, filled_database, synthetic_records, tiny_space
 
     from tensorgym.landscape import export_landscape
 
-    space = tiny_space()
+    space = tiny_space({**BOUNDS, **bounds})
     records = []
     for record in synthetic_records(space):
         latency = space.workload.gflops(1.0) / speed(record.config)  # seconds for that many GFLOP/s
@@ -82,6 +83,26 @@ def test_thinning_drops_the_values_that_make_the_landscape_easy_and_keeps_the_op
     thin = land.narrowed(bounds)
     assert steps[0].configs == len(thin) == len(sample) and steps[0].gap == pytest.approx(0.0)
     assert thin.optimum.config == land.optimum.config  # the optimum's values stay
+
+
+def test_thinning_drops_two_values_at_once_where_each_alone_widens_the_gap():
+    # Beside the whole space's unroll 0 and 64, the landscape keeps 16, all near-optimal kernels, and 512, all
+    # failing ones: dropping either alone leaves it further from the whole space, both together leave it exact.
+    def speed(config):
+        unroll = config["unroll"]
+        return {16: 90.0, 512: 0.5}.get(unroll) or {1: 10.0, 2: 30.0, 4: 100.0}[config["i"][3]] * (
+            1.0 if unroll == 0 else 0.5)
+
+    unrolls, draws = (0, 16, 64, 512), (2, 8, 32)
+    land = _graded_landscape(speed, unroll=unrolls)
+    sample = land.narrowed({"unroll": (0, 64)})
+    gap = landscape_fidelity(land, sample, draws).gap
+    for dropped in (16, 64, 512):
+        alone = land.narrowed({"unroll": tuple(u for u in unrolls if u != dropped)})
+        assert landscape_fidelity(alone, sample, draws).gap > gap
+    bounds, steps = thinned_bounds(land, sample, draws)
+    assert [(s.label, s.value) for s in steps] == [("unroll", 16), ("unroll", 512)] and bounds["unroll"] == [0, 64]
+    assert steps[-1].configs == len(sample) and steps[-1].gap == pytest.approx(0.0)
 
 
 def test_thinning_never_drops_the_optimums_value_nor_a_coordinates_second_and_stops_there():
