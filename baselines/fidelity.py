@@ -64,12 +64,19 @@ class LandscapeFidelity:
 
 
 def landscape_fidelity(landscape: Landscape, sample: Landscape, draws: Sequence[int] = DRAWS) -> LandscapeFidelity:
-    """The fidelity of ``landscape`` against ``sample``, a full-space sample of the same layer and CPU."""
+    """The fidelity of ``landscape`` against ``sample``, a full-space sample of the same layer and CPU.
+
+    A partial landscape (``landscape export --partial`` while its measurement runs) is rated as an estimate of the
+    whole one: a landscape is measured in a seeded shuffle of its configs, so the part measured is a uniform
+    sample of its space, and its profile estimates the space's before the rest is measured. Its optimum is then
+    the best of what is measured and of the search that anchored it (whose best config the space holds)."""
     if sample.workload_key != landscape.workload_key or sample.cpu_folder != landscape.cpu_folder:
         raise LandscapeError(f"{sample!r} is not a sample of {landscape!r}'s layer on its CPU")
     land = np.asarray(landscape.scores, dtype=float)
     drawn = np.asarray(sample.scores, dtype=float)
     optimum = float(land.max())
+    if not landscape.complete:
+        optimum = max(optimum, float((landscape.metadata.notes or {}).get("anchor_gflops") or 0.0))
     best = max(optimum, float(drawn.max()))
     return LandscapeFidelity(
         draws=tuple(draws), landscape=random_search_profile(land, optimum, draws),

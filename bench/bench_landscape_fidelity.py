@@ -12,6 +12,9 @@ Reads files only (nothing is measured)::
 
     python bench/bench_landscape_fidelity.py --out bench/reports/landscapes/fidelity.txt
     python bench/bench_landscape_fidelity.py --landscape work/R5-stratified.json.gz   # a file not shipped
+
+A candidate space can be rated before it is measured whole: measure a part (``landscape measure --limit 400``),
+export it (``landscape export --partial``) and rate that file: its shares carry their standard error.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ RESAMPLES = 200
 
 
 def sample_error(sample: Landscape, best_known: float) -> np.ndarray:
-    """The bootstrap standard error of the sample's profile (shares of ``best_known`` at each of DRAWS)."""
+    """The bootstrap standard error of a sample's profile (shares of ``best_known`` at each of DRAWS): of the
+    full-space sample's, or of a partial landscape's, whose measured part is a uniform sample of its space."""
     scores, rng = np.asarray(sample.scores, dtype=float), np.random.default_rng(0)
     return np.std([random_search_profile(rng.choice(scores, scores.size), best_known) for _ in range(RESAMPLES)],
                   axis=0)
@@ -62,7 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         land, sample = Landscape.load(path), Landscape.load(sample_file)
         f = landscape_fidelity(land, sample)
         thinned = ", ".join((land.metadata.notes or {}).get("thinned", [])) or "-"
-        rows.append((name, land.workload_label, str(len(land)), thinned, " / ".join(f"{v:.2f}" for v in f.landscape),
+        configs = str(len(land)) if land.complete else f"{len(land)} of {land.metadata.configs_in_space}"
+        shares = " / ".join(f"{v:.2f}" for v in f.landscape)
+        if not land.complete:
+            shares += " +- " + " / ".join(f"{v:.3f}" for v in sample_error(land, f.landscape_optimum))
+        rows.append((name, land.workload_label, configs, thinned, shares,
                      str(len(sample)), " / ".join(f"{v:.2f}" for v in f.sample),
                      " / ".join(f"{v:.3f}" for v in sample_error(sample, f.best_known)), f"{f.gap:.3f}",
                      "yes" if f.representative else "no", f"{100 * f.near_optimal_landscape:.1f} %",
@@ -78,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
               f"space). its s.e.: the whole space's shares' standard error, over {RESAMPLES} bootstrap resamples of "
               f"the sample. thinned: values dropped from the stratified space to bring it within {TOLERANCE} "
               f"(`tensorgym landscape thin`). near-opt: configs within 5 % of that best. Bests in GFLOP/s, each as "
-              f"measured (not re-timed together).", *notes]
+              f"measured (not re-timed together).",
+              *([] if all(" of " not in row[2] for row in rows) else [
+                  "N of M configs: a partial landscape, measured so far in its shuffled order, rated as an estimate "
+                  "of the whole (its optimum: the best of what is measured and of its anchor search; +-: the "
+                  "standard error of its shares, bootstrap over what is measured)."]), *notes]
     emit("\n".join(lines), args.out)
     return 0
 

@@ -45,21 +45,21 @@ def test_search_fidelity_reads_the_shared_trial_counts_and_refuses_nonsense():
         search_fidelity("dgd", {64: [1.0]}, {64: [1.0]}, 0.0, 1.0)
 
 
-def _graded_landscape(speed, **bounds):
+def _graded_landscape(speed, measured=lambda config: True, notes=None, **bounds):
     """The tiny bounded matmul space's landscape (its bounds with ``bounds`` changed) with every config's GFLOP/s
-    set by ``speed(config)`` (noise-free)."""
+    set by ``speed(config)`` (noise-free); partial, with ``notes``, if only the ``measured`` configs are."""
     from test_landscape_data import BOUNDS, filled_database, synthetic_records, tiny_space
 
     from tensorgym.landscape import export_landscape
 
     space = tiny_space({**BOUNDS, **bounds})
     records = []
-    for record in synthetic_records(space):
+    for record in filter(lambda r: measured(r.config), synthetic_records(space)):
         latency = space.workload.gflops(1.0) / speed(record.config)  # seconds for that many GFLOP/s
         records.append(dataclasses.replace(record, status=Status.OK, error="", latency_s=latency, samples=(latency,),
                                            gflops=speed(record.config), run_s=0.1, wall_s=0.2))
     with filled_database(space, records) as db:
-        return export_landscape(db, space, llvm_version="test")
+        return export_landscape(db, space, llvm_version="test", allow_partial=True, notes=notes)
 
 
 @functools.cache
@@ -112,6 +112,19 @@ def test_thinning_never_drops_the_optimums_value_nor_a_coordinates_second_and_st
     assert [(s.label, s.value) for s in steps] == [("i.3", 4)] and steps[0].gap > TOLERANCE
     assert bounds["i.3"] == [1, 2]  # the optimum's 2 stays, and so does a second value
     assert all(len(bounds[c.label]) == len(c.choices) for c in land.space().coordinates if c.label != "i.3")
+
+
+def test_a_partial_landscape_is_rated_as_an_estimate_against_its_anchor_searchs_best():
+    # Half the configs measured, the optimum (110) not among them: its anchor search found it, so the shares are of
+    # 110, not of the best measured so far, which would read the space easier than it is.
+    whole = _graded_landscape(_speed)
+    half = _graded_landscape(_speed, measured=lambda config: config != _optimum() and config["k"][1] == 1,
+                             notes={"anchor_gflops": 110.0})
+    assert not half.complete and len(half) == len(whole) // 2 - 1 and half.scores.max() < 110.0
+    f = landscape_fidelity(half, whole)
+    assert f.landscape_optimum == 110.0
+    assert f.landscape == pytest.approx(random_search_profile(half.scores, 110.0))
+    assert landscape_fidelity(whole, whole).landscape_optimum == 110.0  # a whole landscape: its own optimum
 
 
 def test_a_representative_landscape_is_left_as_it_is_and_samples_are_refused():
