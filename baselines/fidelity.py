@@ -111,6 +111,9 @@ def thinned_bounds(landscape: Landscape, sample: Landscape, draws: Sequence[int]
     """
     if landscape.space_name != "tiles" or not landscape.metadata.space_options.get("bounds"):
         raise LandscapeError(f"{landscape!r} is not of a bounded tiles space: only such a landscape is thinned")
+    if not landscape.complete:
+        raise LandscapeError(f"{landscape!r} is partial ({len(landscape)} of {landscape.metadata.configs_in_space} "
+                             f"configs): thinning fits the whole landscape, so measure the rest first")
     fidelity = landscape_fidelity(landscape, sample, draws)
     target = np.asarray(fidelity.sample)
     scores = np.asarray(landscape.scores, dtype=float)

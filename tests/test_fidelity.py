@@ -125,6 +125,8 @@ def test_a_partial_landscape_is_rated_as_an_estimate_against_its_anchor_searchs_
     assert f.landscape_optimum == 110.0
     assert f.landscape == pytest.approx(random_search_profile(half.scores, 110.0))
     assert landscape_fidelity(whole, whole).landscape_optimum == 110.0  # a whole landscape: its own optimum
+    with pytest.raises(LandscapeError, match="partial .* measure the rest first"):
+        thinned_bounds(half, whole)  # an estimate is rated, not thinned
 
 
 def test_a_representative_landscape_is_left_as_it_is_and_samples_are_refused():
