@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.landscape:
         land = Landscape.load(path)
         candidates.append((Path(path).name, Path(path), sample_path(land.workload, cpu=land.cpu_folder)))
-    rows, notes = [], []
+    rows, notes, partial = [], [], False
     for name, path, sample_file in candidates:
         if not sample_file.is_file():
             notes.append(f"{name}: no full-space sample on {cpu} ({sample_file.name}); not rated")
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         configs = str(len(land)) if land.complete else f"{len(land)} of {land.metadata.configs_in_space}"
         shares = " / ".join(f"{v:.2f}" for v in f.landscape)
         if not land.complete:
+            partial = True
             shares += " +- " + " / ".join(f"{v:.3f}" for v in sample_error(land, f.landscape_optimum))
         rows.append((name, land.workload_label, configs, thinned, shares,
                      str(len(sample)), " / ".join(f"{v:.2f}" for v in f.sample),
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
               f"the sample. thinned: values dropped from the stratified space to bring it within {TOLERANCE} "
               f"(`tensorgym landscape thin`). near-opt: configs within 5 % of that best. Bests in GFLOP/s, each as "
               f"measured (not re-timed together).",
-              *([] if all(" of " not in row[2] for row in rows) else [
+              *([] if not partial else [
                   "N of M configs: a partial landscape, measured so far in its shuffled order, rated as an estimate "
                   "of the whole (its optimum: the best of what is measured and of its anchor search; +-: the "
                   "standard error of its shares, bootstrap over what is measured)."]), *notes]
