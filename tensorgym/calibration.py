@@ -44,6 +44,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from .checks import integer
 from .config import Config
 from .measure.measurer import Measurer
 from .measure.protocol import TimingProtocol
@@ -67,7 +68,9 @@ BENCH_TARGET_SECONDS = 150e-6  # per-core work of one benchmark call (launch ove
 PEAK_RETRIES = 4  # extra peak measurements when a microkernel beat the measured peak
 PEAK_CHAINS = 24  # independent FMA chains per core in the peak kernel (latency 4 x 2 pipes needs >= 8)
 PEAK_SPARE_REGISTERS = 4  # the multiplier, the addend and room for LLVM: more chains than the rest would spill
-PEAK_ITERATIONS = 20000
+# Steps per call: about 1.3 ms on a core at 32 FLOP/cycle, so the thread pool's launch costs under 1 %. At 20,000
+# (0.13 ms) the kernel read 1-2 % below its long calls with AVX-512 and 3 % with AVX2 (bench/bench_peak.py).
+PEAK_ITERATIONS = 200_000
 
 # -- the FMA peak: a workload like any other ---------------------------------------------------
 @dataclass(frozen=True)
@@ -178,10 +181,13 @@ class PeakKernel(_MeasurementOnly):
     name = "fma-peak"
     builder_class = PeakBuilder
 
-    def __init__(self, target: Target, iterations: int = PEAK_ITERATIONS):
+    def __init__(self, target: Target, iterations: int = PEAK_ITERATIONS, chains: int | None = None):
         # As many chains as the register file holds: 24 on AVX-512 (32 registers); 12 on AVX2, where 24 chains
-        # in 16 registers spill and measured half the machine's peak.
-        chains = min(PEAK_CHAINS, target.vector_registers - PEAK_SPARE_REGISTERS)
+        # in 16 registers spill and measured half the machine's peak. ``chains`` overrides it
+        # (bench/bench_peak.py measures whether more or fewer reach more).
+        most = target.vector_registers - PEAK_SPARE_REGISTERS
+        chains = min(PEAK_CHAINS, most) if chains is None else integer("chains", chains, minimum=1, maximum=most)
+        iterations = integer("iterations", iterations, minimum=1)
         super().__init__(FmaChain(target.vector_lanes_fp32, target.num_cores, iterations, chains,
                                   suite="calibration", name="fma-peak"), target)
 

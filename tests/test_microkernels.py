@@ -239,3 +239,18 @@ def test_the_peak_kernel_keeps_its_chains_in_the_register_file():
     assert (avx2.workload.chains, avx2.workload.lanes) == (12, 8)
     assert (avx512.workload.chains, avx512.workload.lanes) == (24, 16)
     assert avx2.workload.chains + calibration.PEAK_SPARE_REGISTERS <= 16
+
+
+def test_the_peak_kernel_s_variants_are_checked_in_one_line():
+    from tensorgym.errors import InvalidArgumentError, InvalidTypeError
+    from tensorgym.target import constructed_cpu
+
+    avx2 = constructed_cpu("haswell")
+    variant = calibration.PeakKernel(avx2, iterations=1000, chains=8)
+    assert (variant.workload.iterations, variant.workload.chains) == (1000, 8)
+    with pytest.raises(InvalidArgumentError, match=r"^chains must be <= 12, got 24$"):
+        calibration.PeakKernel(avx2, chains=24)  # more chains than AVX2's 16 registers hold
+    with pytest.raises(InvalidArgumentError, match="iterations must be >= 1"):
+        calibration.PeakKernel(avx2, iterations=0)
+    with pytest.raises(InvalidTypeError, match="chains must be an integer"):
+        calibration.PeakKernel(avx2, chains=8.0)

@@ -28,6 +28,24 @@ def test_flops_formula():
     assert matmul(3, 5, 7).flops == 2 * 3 * 5 * 7
 
 
+@pytest.mark.parametrize("args", [dict(C=3, H=7, W=6, F=4, R=3, S=3, stride=2, padding=1),
+                                  dict(C=2, H=7, W=7, F=2, R=3, S=3, stride=1, padding=1),
+                                  dict(C=1, H=9, W=5, F=1, R=7, S=3, stride=2, padding=3),
+                                  dict(C=2, H=5, W=5, F=3, R=1, S=1, stride=1, padding=0)])
+def test_unpadded_flops_count_the_taps_that_read_the_input(args):
+    """Counted from a zero-padded input of ones: each output's window sum is the number of its taps inside."""
+    wl = Conv2d(N=1, **args)
+    p = wl.padding
+    ones = np.pad(np.ones((wl.H, wl.W)), p)
+    windows = np.lib.stride_tricks.sliding_window_view(ones, (wl.R, wl.S))[::wl.stride, ::wl.stride]
+    assert windows.shape[:2] == (wl.OH, wl.OW)
+    assert wl.unpadded_flops == 2 * wl.N * wl.F * wl.C * int(windows.sum())
+    assert (wl.unpadded_flops == wl.flops) == (p == 0)
+    assert matmul(3, 5, 7).unpadded_flops == matmul(3, 5, 7).flops
+    r11 = all_suite_workloads()["Conv2d-ResNet-R11-v0"]  # 7x7 outputs: a kernel's edge rows lose a third of their taps
+    assert r11.unpadded_flops / r11.flops == pytest.approx((19 / 21) ** 2)
+
+
 def test_every_registered_id_constructs(tmp_path):
     ids = [i for i in gym.registry if i in all_suite_workloads()]
     assert len(ids) == 42
