@@ -12,7 +12,9 @@
   Welch's and Mann-Whitney's p-values, and whether the agent is *above* it
   (higher mean, 95 % intervals that do not overlap, Welch p < 0.05);
 * each learned agent against its ablation (``ga`` vs ``ga-random-model``,
-  ``dgd`` vs ``dgd-random-model``): what the cost model contributes;
+  ``dgd`` vs ``dgd-random-model``): what the cost model contributes; for
+  DGD also the walks' mean moves and restarts beside the ablation's, where
+  a model that saves trials shows even when the bests tie;
 * the trials each run needs to reach the reference's mean best at the
   largest budget (``None``: never within its budget);
 * seed 000's time-based headline: DGD's best after ``dgd_seconds`` of tuning
@@ -90,6 +92,15 @@ def _predictions(runs: Sequence[TuningResult]) -> dict[str, Any]:
             "rounds_compared": len(model_means)}
 
 
+def _walks(runs: Sequence[TuningResult]) -> dict[str, Any] | None:
+    """A DGD walk's mean moves, restarts and random starts per run (None: the runs are not DGD's). What a model buys
+    a descent shows here before it shows in the best: a model that ends hop sets sooner leaves trials for more."""
+    walks = [r.extra for r in runs if "moves" in r.extra and "restarts" in r.extra]
+    if not walks:
+        return None
+    return {key: float(np.mean([w.get(key, 0) for w in walks])) for key in ("moves", "restarts", "random_starts")}
+
+
 def variability(values: Sequence[float | None]) -> float | None:
     """Seed 000's run-to-run variability (its Eq. 1): ``(max - min) / max`` of the runs' bests (None: no runs)."""
     kept = [float(v) for v in values if v is not None]
@@ -150,6 +161,7 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
                                               "median": float(np.median([v for v in reach if v is not None]))
                                               if any(v is not None for v in reach) else None}
             entry["predictions"] = _predictions(runs)
+            entry["walk"] = _walks(runs)
             agents[agent] = entry
         ablations = {}
         for learned, ablation in ABLATIONS.items():
@@ -309,6 +321,12 @@ def render(report: Mapping[str, Any]) -> str:
             parts = [f"@{b}: x{_ratio(c)} (Welch p {_p(c['p_welch'])})" for b, c in
                      ((b, by_budget[f"@{b}"]) for b in budgets)]
             lines.append(f"model contribution, {learned} / {ABLATIONS[learned]}: " + "; ".join(parts))
+        for learned, ablation in ABLATIONS.items():
+            walk, blind = (env["agents"].get(a, {}).get("walk") for a in (learned, ablation))
+            if walk and blind:
+                lines.append(f"{learned} walks: {walk['moves']:.1f} moves and {walk['restarts']:.1f} restarts a run "
+                             f"({walk['random_starts']:.1f} from random configs); {ablation}: {blind['moves']:.1f}"
+                             f" and {blind['restarts']:.1f} ({blind['random_starts']:.1f})")
         ga_pred = env["agents"].get("ga", {}).get("predictions", {})
         if ga_pred.get("rounds_compared"):
             lines.append(f"ga rounds: the model's picks measured {ga_pred['model_pick_gflops']:.1f} GFLOP/s on "

@@ -141,3 +141,18 @@ def test_the_headline_is_each_agents_score_with_its_interval_over_seeds():
     text = render(report)
     assert text.index("== headline: methodology score") < text.index("== A")
     assert "by score" not in render(analyse(results(), budgets=(4, 8), dgd_seconds=4.0))  # no references
+
+
+def test_a_descent_s_walks_are_set_beside_its_ablation_s():
+    walk = {"moves": 30, "restarts": 9, "random_starts": 5}
+    blind = {"moves": 20, "restarts": 3, "random_starts": 1}
+    data = results()
+    data["A"]["dgd"] = runs("dgd", 130, extra=walk)
+    data["A"]["dgd-random-model"] = runs("dgd-random-model", 131, extra=blind)
+    report = analyse(data, budgets=(4, 8), dgd_seconds=4.0)
+    assert report["envs"]["A"]["agents"]["dgd"]["walk"] == {"moves": 30.0, "restarts": 9.0, "random_starts": 5.0}
+    assert report["envs"]["A"]["agents"]["ga"]["walk"] is None  # not a descent
+    text = render(report)
+    assert ("dgd walks: 30.0 moves and 9.0 restarts a run (5.0 from random configs); dgd-random-model: 20.0 and 3.0 "
+            "(1.0)") in text
+    assert text.count(" walks: ") == 1  # B and C have no ablation runs to set beside
