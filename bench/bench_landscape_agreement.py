@@ -1,6 +1,6 @@
 """Do the landscapes rank random, GA and DGD as live runs in the whole space do?
 
-Per layer (R5, C7, M3 by default) and at 64, 128 and 256 trials (:mod:`tensorgym.baselines.agreement`):
+Per layer (R5, Y9, C7, M3 by default) and at 64, 128 and 256 trials (:mod:`tensorgym.baselines.agreement`):
 every pair of agents that live runs separate (non-overlapping 95 % intervals over seeds), whether the
 landscape orders that pair the same way, and Kendall's tau of the agents' means. The target is no
 separated pair inverted. Then each agent's progress as a share of the best (live) or of the optimum
@@ -43,7 +43,7 @@ from tensorgym.text import format_table, slug
 
 from report_header import HERE, emit, header
 
-ENVS = ("Conv2d-ResNet-R5-v0", "Conv2d-ResNet18-C7-v0", "Matmul-BERT-M3-v0")
+ENVS = ("Conv2d-ResNet-R5-v0", "Conv2d-YOLO-Y9-v0", "Conv2d-ResNet18-C7-v0", "Matmul-BERT-M3-v0")
 AGENTS = ("random", "ga", "dgd")
 TRIALS = (64, 128, 256)
 
