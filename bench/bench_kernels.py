@@ -365,7 +365,6 @@ def layer_table(layer_out: dict, top_budget: int) -> tuple[str, float | None]:
     from tensorgym.baselines.board import paired_text
     from tensorgym.baselines.vendor import PRE_PACKED
     from tensorgym.text import format_table
-
     from tensorgym.workloads import Workload
 
     peak, vendors = layer_out["peak_gflops"], layer_out["vendors"]

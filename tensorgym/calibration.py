@@ -69,7 +69,7 @@ PEAK_RETRIES = 4  # extra peak measurements when a microkernel beat the measured
 PEAK_CHAINS = 24  # independent FMA chains per core in the peak kernel (latency 4 x 2 pipes needs >= 8)
 PEAK_SPARE_REGISTERS = 4  # the multiplier, the addend and room for LLVM: more chains than the rest would spill
 # Steps per call: about 1.3 ms on a core at 32 FLOP/cycle, so the thread pool's launch costs under 1 %. At 20,000
-# (0.13 ms) the kernel read 1-2 % below its long calls with AVX-512 and 3 % with AVX2 (bench/bench_peak.py).
+# (0.13 ms) the kernel read 1-4 % below its long calls with AVX-512 and 4-7 % with AVX2 (bench/bench_peak.py).
 PEAK_ITERATIONS = 200_000
 
 # -- the FMA peak: a workload like any other ---------------------------------------------------
