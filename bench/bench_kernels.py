@@ -368,9 +368,8 @@ def layer_table(layer_out: dict, top_budget: int) -> tuple[str, float | None]:
     from tensorgym.workloads import Workload
 
     peak, vendors = layer_out["peak_gflops"], layer_out["vendors"]
-    # A share of the peak counts only the multiply-adds computed (a layer without its workload: every FLOP).
-    workload = Workload.from_json(layer_out["workload"]) if "workload" in layer_out else None
-    needed = workload.unpadded_flops / workload.flops if workload is not None else 1.0
+    workload = Workload.from_json(layer_out["workload"])
+    needed = workload.unpadded_flops / workload.flops  # a share of the peak counts only the multiply-adds computed
 
     def of_peak(gflops: float) -> str:
         return f"{100 * gflops * needed / peak:.0f} %"

@@ -30,14 +30,6 @@ from report_header import emit, header
 LAYERS = ("Conv2d-ResNet-R5-v0", "Conv2d-ResNet-R8-v0", "Conv2d-ResNet-R11-v0", "Conv2d-YOLO-Y9-v0")
 
 
-def valid_tap_share(workload) -> float:
-    """The share of a padded convolution's taps that read the input, not its zero border."""
-    p, kh, kw = workload.padding, workload.R, workload.S
-    rows = sum(min(y + kh - p, workload.H) - max(y - p, 0) for y in range(workload.OH)) / (workload.OH * kh)
-    cols = sum(min(x + kw - p, workload.W) - max(x - p, 0) for x in range(workload.OW)) / (workload.OW * kw)
-    return rows * cols
-
-
 def seconds_per_call(call, budget_s: float = 0.05, rounds: int = 7) -> float:
     """The median over ``rounds`` of the mean seconds per call in a loop of about ``budget_s``."""
     for _ in range(10):
@@ -83,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         with_zeros = statistics.median(gflop / a for a, _ in pairs)
         every_tap_real = statistics.median(gflop / b for _, b in pairs)
         rows.append([wl.label, f"{with_zeros:.1f}", f"{every_tap_real:.1f}", f"{every_tap_real / with_zeros:.3f}",
-                     f"{valid_tap_share(wl):.3f}"])
+                     f"{wl.unpadded_flops / wl.flops:.3f}"])  # the taps that read the input
     lines = header("Does oneDNN skip a padded convolution's zero taps? The same layer padded and pre-padded", target)
     lines += [f"vendor: torch {torch.__version__} oneDNN (F.conv2d, NHWC, weights per call), {target.num_cores} "
               f"threads; nominal GFLOP/s (the layer's FLOPs over the time), median of {args.repeats} alternations",

@@ -66,7 +66,7 @@ def test_merge_refuses_runs_of_different_targets_and_withholds_busy_ratios(bench
 
 
 def _layer(paired: dict | None = None) -> dict:
-    layer = {"peak_gflops": 200.0,
+    layer = {"peak_gflops": 200.0, "workload": all_suite_workloads()["Matmul-BERT-M3-v0"].to_json(),
              "kernels": [{"combo": "tiles-dgd", "budget": 256, "weights": "per call", "first_gflops": 190.0,
                           "retimed": 180.0, "retimed_busy": False}],
              "vendors": [{"library": "torch oneDNN", "layout": "NHWC", "weights": "per call", "gflops": 200.0,

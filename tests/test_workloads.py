@@ -46,6 +46,17 @@ def test_unpadded_flops_count_the_taps_that_read_the_input(args):
     assert r11.unpadded_flops / r11.flops == pytest.approx((19 / 21) ** 2)
 
 
+def test_the_share_of_taps_that_read_the_input():
+    def share(wl):
+        return wl.unpadded_flops / wl.flops
+
+    # 7x7 output of a 3x3 kernel with padding 1: each border row and column loses one tap of three
+    assert share(conv2d(1, 8, 7, 7, 8, 3, 3, 1, 1)) == pytest.approx((19 / 21) ** 2)
+    assert share(conv2d(1, 8, 7, 5, 8, 3, 3, 1, 1)) == pytest.approx(19 / 21 * 13 / 15)
+    assert share(conv2d(1, 8, 9, 9, 8, 3, 3, 1, 0)) == 1.0  # no padding: every tap is real
+    assert share(conv2d(1, 8, 7, 7, 8, 1, 1, 1, 0)) == 1.0
+
+
 def test_every_registered_id_constructs(tmp_path):
     ids = [i for i in gym.registry if i in all_suite_workloads()]
     assert len(ids) == 42
