@@ -12,9 +12,12 @@
   Welch's and Mann-Whitney's p-values, and whether the agent is *above* it
   (higher mean, 95 % intervals that do not overlap, Welch p < 0.05);
 * each learned agent against its ablation (``ga`` vs ``ga-random-model``,
-  ``dgd`` vs ``dgd-random-model``): what the cost model contributes; for
-  DGD also the walks' mean moves and restarts beside the ablation's, where
-  a model that saves trials shows even when the bests tie;
+  ``dgd`` vs ``dgd-random-model``): what the cost model contributes, by the
+  best at each budget and by methodology score seed by seed (the two draw
+  the same initial sample, so a paired interval of the difference resolves
+  what separate intervals cannot); for DGD also the walks' mean moves and
+  restarts beside the ablation's, where a model that saves trials shows
+  even when the bests tie;
 * the trials each run needs to reach the reference's mean best at the
   largest budget (``None``: never within its budget);
 * seed 000's time-based headline: DGD's best after ``dgd_seconds`` of tuning
@@ -36,7 +39,8 @@
   model's picks against the eps-greedy random picks of the same rounds.
 
 Across envs it checks the targets: GA and DGD above random, and above their
-ablations, by score (separate 95 % intervals); above random at the largest
+ablations, by score (separate 95 % intervals; against the ablation also seed
+by seed: the difference's interval above 0); above random at the largest
 budget, and at every budget, on at least ``need`` envs; each above its
 ablation at the largest budget on as many; and the geometric mean over envs
 of DGD@2min / GA@largest >= 0.95. Nothing here favours an agent: a worse agent
@@ -56,7 +60,7 @@ from tensorgym.text import format_table, slug
 from tensorgym.tuner import TuningResult
 
 from .methodology import Reference, seed_scores
-from .stats import compare_runs, geomean, intervals_overlap, mean_ci
+from .stats import compare_runs, geomean, intervals_overlap, mean_ci, paired_difference
 
 ABLATIONS = {"ga": "ga-random-model", "dgd": "dgd-random-model"}
 HEADLINE_RATIO = 0.95
@@ -99,6 +103,14 @@ def _walks(runs: Sequence[TuningResult]) -> dict[str, Any] | None:
     if not walks:
         return None
     return {key: float(np.mean([w.get(key, 0) for w in walks])) for key in ("moves", "restarts", "random_starts")}
+
+
+def _paired_scores(learned: Mapping[str, Any], ablation: Mapping[str, Any]) -> dict[str, Any]:
+    """The learned agent's methodology score minus its ablation's, seed by seed (the seeds both ran): the two draw
+    the same initial sample, so what the seeds share cancels."""
+    theirs = dict(zip(ablation["seeds"], ablation["score"]["values"]))
+    pairs = [(mine, theirs[seed]) for seed, mine in zip(learned["seeds"], learned["score"]["values"]) if seed in theirs]
+    return paired_difference([m for m, _ in pairs], [t for _, t in pairs]).to_json()
 
 
 def variability(values: Sequence[float | None]) -> float | None:
@@ -169,6 +181,7 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
                 ablations[learned] = {f"@{b}": compare_runs([r.best_at(trials=b) for r in by_agent[learned]],
                                                             [r.best_at(trials=b) for r in by_agent[ablation]]).to_json()
                                       for b in budgets}
+                ablations[learned]["score_paired"] = _paired_scores(agents[learned], agents[ablation])
         headline = None
         if headline_dgd in by_agent and headline_ga in by_agent:
             dgd_runs = by_agent[headline_dgd]
@@ -202,6 +215,11 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
                 out.append(env_id)
         return out
 
+    def above_ablation_paired(agent: str) -> list[str]:
+        """Envs where ``agent``'s score minus its ablation's, seed by seed, has a 95 % interval above 0."""
+        return [env_id for env_id, env in envs.items()
+                if (env["ablations"].get(agent, {}).get("score_paired") or {}).get("above")]
+
     def above_everywhere(agent: str) -> list[str]:
         """Envs where ``agent`` is above the reference at every budget."""
         sets = [set(above(agent, f"vs_{reference}@{b}")) for b in budgets]
@@ -227,6 +245,9 @@ def analyse(results: Mapping[str, Mapping[str, Sequence[TuningResult]]], budgets
         **{f"{a} above {other} by score": {"envs": (won := above_by_score(a, other)), "met": len(won) >= enough}
            for a in (ga, dgd) for other in (reference, ABLATIONS[a])
            if scored and any(other in env["agents"] for env in envs.values())},
+        **{f"{a} above {ABLATIONS[a]} by score, paired by seed": {
+            "envs": (won := above_ablation_paired(a)), "met": len(won) >= enough}
+           for a in (ga, dgd) if scored and any(a in env["ablations"] for env in envs.values())},
         f"{ga} above {reference}@{top}": {"envs": above(ga), "met": len(above(ga)) >= enough},
         f"{dgd} above {reference}@{top}": {"envs": above(dgd), "met": len(above(dgd)) >= enough},
         **{f"{a} above {reference}{every}": {"envs": above_everywhere(a), "met": len(above_everywhere(a)) >= enough}
@@ -284,9 +305,26 @@ def _score_headline(report: Mapping[str, Any]) -> list[str]:
     reference = report["settings"]["reference"]
     cells = [[agent] + [_ci(envs[e]["agents"][agent]["score"], 2) if agent in envs[e]["agents"] else "-"
                         for e in envs] for agent in agents]
-    return [f"\n== headline: methodology score against the true optimum, mean [95 % interval] over seeds "
-            f"(0: {reference} search's expected curve, 1: the optimum from the first trial) ==",
-            format_table(cells, ["agent", *(envs[e]["label"] or e for e in envs)])]
+    lines = [f"\n== headline: methodology score against the true optimum, mean [95 % interval] over seeds "
+             f"(0: {reference} search's expected curve, 1: the optimum from the first trial) ==",
+             format_table(cells, ["agent", *(envs[e]["label"] or e for e in envs)])]
+    paired = [[f"{learned} - {ablation}"] + [_paired_text(envs[e]["ablations"].get(learned, {}).get("score_paired"))
+                                             for e in envs]
+              for learned, ablation in ABLATIONS.items()
+              if any(envs[e]["ablations"].get(learned, {}).get("score_paired") for e in envs)]
+    if paired:
+        lines += ["\nwhat the model adds: the score minus the ablation's, seed by seed (both draw the same initial "
+                  "sample); mean [95 % interval], seeds won / paired, Wilcoxon signed-rank p",
+                  format_table(paired, ["difference", *(envs[e]["label"] or e for e in envs)])]
+    return lines
+
+
+def _paired_text(diff: Mapping[str, Any] | None) -> str:
+    if not diff or diff["mean"] is None:
+        return "-"
+    low, high = diff["ci"]
+    interval = f" [{low:+.2f}, {high:+.2f}]" if low is not None else ""
+    return f"{diff['mean']:+.2f}{interval} {diff['wins']}/{diff['n']} p {_p(diff['p_wilcoxon'])}"
 
 
 def render(report: Mapping[str, Any]) -> str:

@@ -11,7 +11,13 @@ helper here is small-sample and says what it assumes:
   possible p-value is 0.008, so it can reject at 0.05);
 * :func:`ratio_ci`: a percentile-bootstrap interval of the ratio of two
   means (seeded, so a report is reproducible);
-* :func:`compare_runs`: all of the above for agent A against agent B.
+* :func:`compare_runs`: all of the above for agent A against agent B;
+* :func:`paired_difference`: A against B run for run, where the two share
+  each seed's random numbers (an agent and its ablation draw the same
+  initial sample): the mean of the per-seed differences with its t interval,
+  the seeds each side won, and Wilcoxon's signed-rank test. Pairing removes
+  what the seeds share, so it resolves a difference that separate intervals
+  hide.
 
 A test that cannot be computed (fewer than 2 values on a side, or no
 variance at all) gives ``None``, never a made-up number.
@@ -146,3 +152,41 @@ def compare_runs(a: Sequence[float | None], b: Sequence[float | None], seed: int
     return Comparison(tuple(_values(a).tolist()), tuple(_values(b).tolist()), mean_a, mean_b,
                       (ci_a[0], ci_a[1]), (ci_b[0], ci_b[1]), ratio, (r_ci[0], r_ci[1]), welch(a, b),
                       mann_whitney(a, b))
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """A - B, seed by seed."""
+
+    n: int
+    mean: float | None
+    ci: tuple[float | None, float | None]
+    wins: int
+    losses: int
+    p_wilcoxon: float | None
+
+    @property
+    def above(self) -> bool | None:
+        """A is above B: the 95 % interval of the mean difference lies above 0 (None if unknown)."""
+        return None if self.ci[0] is None else self.ci[0] > 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "mean": self.mean, "ci": list(self.ci), "wins": self.wins, "losses": self.losses,
+                "p_wilcoxon": self.p_wilcoxon, "above": self.above}
+
+
+def paired_difference(a: Sequence[float | None], b: Sequence[float | None]) -> PairedDifference:
+    """A - B over pairs (``a[i]`` with ``b[i]``; a pair with a missing side is dropped): the mean difference with
+    its t interval, wins and losses, and the two-sided p-value of Wilcoxon's signed-rank test."""
+    from scipy.stats import wilcoxon
+
+    if len(a) != len(b):
+        raise ValueError(f"paired values need as many on each side, got {len(a)} and {len(b)}")
+    diffs = [float(x) - float(y) for x, y in zip(a, b) if x is not None and y is not None
+             and math.isfinite(x) and math.isfinite(y)]
+    mean, low, high = mean_ci(diffs)
+    p = None
+    if len(diffs) >= 2 and any(d != 0 for d in diffs):
+        value = wilcoxon(diffs).pvalue
+        p = float(value) if math.isfinite(value) else None
+    return PairedDifference(len(diffs), mean, (low, high), sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), p)

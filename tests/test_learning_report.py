@@ -156,3 +156,30 @@ def test_a_descent_s_walks_are_set_beside_its_ablation_s():
     assert ("dgd walks: 30.0 moves and 9.0 restarts a run (5.0 from random configs); dgd-random-model: 20.0 and 3.0 "
             "(1.0)") in text
     assert text.count(" walks: ") == 1  # B and C have no ablation runs to set beside
+
+
+def test_the_ablation_is_compared_seed_by_seed_where_the_seeds_share_their_draws():
+    import numpy as np
+
+    from tensorgym.baselines.methodology import exhaustive_reference
+
+    refs = {e: exhaustive_reference(np.linspace(0.0, 140.0, 400), seconds_per_trial=1.0, trials=8)
+            for e in ("A", "B", "C")}
+    data = results()
+    # Every seed of the ablation 2 GFLOP/s below the same seed of DGD: apart, the +-2 spread of the seeds hides it.
+    data["A"]["dgd-random-model"] = runs("dgd-random-model", 128)
+    report = analyse(data, budgets=(4, 8), dgd_seconds=4.0, references=refs)
+    targets = report["targets"]
+    assert targets["dgd above dgd-random-model by score"]["envs"] == []
+    assert targets["dgd above dgd-random-model by score, paired by seed"]["envs"] == ["A"]
+    paired = report["envs"]["A"]["ablations"]["dgd"]["score_paired"]
+    assert paired["mean"] > 0 and paired["wins"] == paired["n"] == 5 and paired["above"] is True
+    # The GA's ablation is far below on every seed; B and C have no ablation runs.
+    assert targets["ga above ga-random-model by score, paired by seed"]["envs"] == ["A"]
+    text = render(report)
+    assert "what the model adds: the score minus the ablation's, seed by seed" in text
+    assert "dgd - dgd-random-model  +0." in text
+    # Seeds are paired by number, whatever order the runs come in.
+    data["A"]["dgd-random-model"] = runs("dgd-random-model", 128)[::-1]
+    again = analyse(data, budgets=(4, 8), dgd_seconds=4.0, references=refs)
+    assert again["envs"]["A"]["ablations"]["dgd"]["score_paired"]["mean"] == pytest.approx(paired["mean"])

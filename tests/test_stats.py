@@ -10,7 +10,7 @@ from tensorgym.baselines.board import Leaderboard, Stat
 from tensorgym.tuner import Trial, TuningResult
 from tensorgym.baselines.render import text_table
 from tensorgym.baselines.stats import (
-    compare_runs, geomean, intervals_overlap, mann_whitney, mean_ci, ratio_ci, welch,
+    compare_runs, geomean, intervals_overlap, mann_whitney, mean_ci, paired_difference, ratio_ci, welch,
 )
 
 
@@ -91,3 +91,24 @@ def test_board_ci_column():
     assert f"20.0 [{low:.1f}, {high:.1f}]" in row and "(10.0-30.0)" in text_table(board)
     with pytest.raises(ValueError, match="spread"):
         text_table(board, spread="sd")
+
+
+def test_paired_difference_resolves_what_separate_intervals_hide():
+    import numpy as np
+    from scipy.stats import t
+
+    a = [1.0, 2.0, 3.0, 4.0, 5.0]  # each seed's value, spread wide by what the seeds share
+    b = [0.5, 1.6, 2.4, 3.7, 4.3]
+    assert intervals_overlap(mean_ci(a)[1:], mean_ci(b)[1:])  # apart, the two cannot be told apart
+    diff = paired_difference(a, b)
+    d = np.array([0.5, 0.4, 0.6, 0.3, 0.7])
+    half = t.ppf(0.975, 4) * d.std(ddof=1) / np.sqrt(5)
+    assert diff.mean == pytest.approx(0.5) and diff.ci == pytest.approx((0.5 - half, 0.5 + half))
+    assert diff.above is True and (diff.wins, diff.losses, diff.n) == (5, 0, 5)
+    assert diff.p_wilcoxon == pytest.approx(2 / 32)  # exact two-sided: all five signs alike
+    assert paired_difference(b, a).above is False
+    # A pair with a missing side is dropped; one pair has no interval, so nothing is claimed.
+    short = paired_difference([1.0, None, 3.0], [0.0, 2.0, None])
+    assert short.n == 1 and short.ci == (None, None) and short.above is None and short.p_wilcoxon is None
+    with pytest.raises(ValueError, match="as many on each side"):
+        paired_difference([1.0, 2.0], [1.0])
