@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.docs  # the same on any target: `make test-avx2` leaves them out
+
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 SHELL = {"bash", "sh", "shell", "console"}
