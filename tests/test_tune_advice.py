@@ -141,8 +141,9 @@ def test_compare_puts_each_space_beside_the_vendors_best_per_call_reference():
     from tensorgym.cli.compare import vendor_lines
 
     board = _board()
-    assert vendor_lines(board) == [f"{R5}, over the vendor's best (torch NHWC, 200.0 re-timed): random (tiles space) "
-                                   f"0.60x, random-structured (microkernel space) 0.95x"]
+    # A pre-packed reference (400) is faster, but the kernels here pack in every call: like with like.
+    assert vendor_lines(board) == [f"{R5}, over the vendor's best per call (torch NHWC, 200.0 re-timed): random "
+                                   f"(tiles space) 0.60x, random-structured (microkernel space) 0.95x"]
     board.vendor[R5] = [{"library": "PyTorch weighted sum (oneDNN)", "layout": "", "gflops": 300.0}]  # a network's
     assert vendor_lines(board)[0].startswith(f"{R5}, over the vendor's best (PyTorch weighted sum (oneDNN), 300.0): "
                                              f"random (tiles space) 0.40x")
