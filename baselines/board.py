@@ -42,6 +42,7 @@ import numpy as np
 from tensorgym.tuner import TuningResult
 
 from . import methodology
+from .stats import PairedDifference, paired_difference
 
 DEFAULT_TRIAL_POINTS = (16, 32, 64, 128)
 DEFAULT_TIME_POINTS = (60.0, 120.0)
@@ -249,6 +250,17 @@ class Leaderboard:
         """Each of ``agent``'s runs' own methodology score over trials: their mean is the ``score`` column, their
         spread its interval over seeds (:func:`.methodology.seed_scores`)."""
         return methodology.seed_scores(self.results.get((env_id, agent), []), self.methodology_reference(env_id))
+
+    def paired_scores(self, env_id: str, agent: str, other: str) -> PairedDifference:
+        """``agent``'s methodology score minus ``other``'s, seed by seed over the seeds both ran: for an agent and
+        its ablation, which draw each seed's initial sample alike, this removes what the seeds share."""
+        def by_seed(name: str) -> dict[int, float | None]:
+            runs = self.results.get((env_id, name), [])
+            return dict(zip((r.seed for r in runs), self.seed_scores(env_id, name)))
+
+        mine, theirs = by_seed(agent), by_seed(other)
+        seeds = [seed for seed in mine if seed in theirs]
+        return paired_difference([mine[s] for s in seeds], [theirs[s] for s in seeds])
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per env x agent, then one per vendor reference: the table as data."""

@@ -56,13 +56,13 @@ from typing import Any
 
 import numpy as np
 
+from tensorgym.catalog import ABLATIONS
 from tensorgym.text import format_table, slug
 from tensorgym.tuner import TuningResult
 
 from .methodology import Reference, seed_scores
-from .stats import compare_runs, geomean, intervals_overlap, mean_ci, paired_difference
+from .stats import compare_runs, geomean, intervals_overlap, mean_ci, paired_difference, paired_text
 
-ABLATIONS = {"ga": "ga-random-model", "dgd": "dgd-random-model"}
 HEADLINE_RATIO = 0.95
 
 
@@ -308,7 +308,7 @@ def _score_headline(report: Mapping[str, Any]) -> list[str]:
     lines = [f"\n== headline: methodology score against the true optimum, mean [95 % interval] over seeds "
              f"(0: {reference} search's expected curve, 1: the optimum from the first trial) ==",
              format_table(cells, ["agent", *(envs[e]["label"] or e for e in envs)])]
-    paired = [[f"{learned} - {ablation}"] + [_paired_text(envs[e]["ablations"].get(learned, {}).get("score_paired"))
+    paired = [[f"{learned} - {ablation}"] + [paired_text(envs[e]["ablations"].get(learned, {}).get("score_paired"))
                                              for e in envs]
               for learned, ablation in ABLATIONS.items()
               if any(envs[e]["ablations"].get(learned, {}).get("score_paired") for e in envs)]
@@ -317,14 +317,6 @@ def _score_headline(report: Mapping[str, Any]) -> list[str]:
                   "sample); mean [95 % interval], seeds won / paired, Wilcoxon signed-rank p",
                   format_table(paired, ["difference", *(envs[e]["label"] or e for e in envs)])]
     return lines
-
-
-def _paired_text(diff: Mapping[str, Any] | None) -> str:
-    if not diff or diff["mean"] is None:
-        return "-"
-    low, high = diff["ci"]
-    interval = f" [{low:+.2f}, {high:+.2f}]" if low is not None else ""
-    return f"{diff['mean']:+.2f}{interval} {diff['wins']}/{diff['n']} p {_p(diff['p_wilcoxon'])}"
 
 
 def render(report: Mapping[str, Any]) -> str:

@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from tensorgym.catalog import ABLATIONS
 from tensorgym.text import format_table, slug
 
 from tensorgym.tuner import TuningResult
 
 from .board import REACH_FRACTION, REFERENCE, Leaderboard
-from .stats import mean_ci
+from .stats import mean_ci, paired_text
 
 _DIGITS = {"score": 2, "score(t)": 2, "AUC": 2}  # decimals of the columns that are not GFLOP/s
 
@@ -324,6 +325,28 @@ def score_headline(board: Leaderboard) -> tuple[list[str], list[list[str]]] | No
     return ["agent", *(board.labels.get(e) or e for e in columns)], rows
 
 
+def ablation_differences(board: Leaderboard) -> tuple[list[str], list[list[str]]] | None:
+    """What each learned agent's model adds (:data:`~tensorgym.catalog.ABLATIONS`): its score minus its
+    ablation's, seed by seed, per env with a score (None where the board holds no agent with its ablation)."""
+    columns = [e for e in board.env_ids if board.methodology_reference(e) is not None]
+    pairs = [(a, b) for a, b in ABLATIONS.items() if a in board.agents and b in board.agents]
+    if not columns or not pairs:
+        return None
+    rows = [[f"{a} - {b}"] + [paired_text(board.paired_scores(e, a, b).to_json()) for e in columns] for a, b in pairs]
+    return ["difference", *(board.labels.get(e) or e for e in columns)], rows
+
+
+def _summary_table(table_id: str, header: list[str], rows: list[list[str]]) -> str:
+    """A small table of the page's top: names in the first column, ``mean [interval] ...`` cells after it."""
+    esc = html.escape
+    return (f'<div class="table"><table id="{table_id}"><thead><tr>'
+            + "".join(f'<th class="text">{esc(h)}</th>' if i == 0 else f"<th>{esc(h)}</th>"
+                      for i, h in enumerate(header)) + "</tr></thead><tbody>"
+            + "".join('<tr class="agent">' + "".join(f'<td class="text">{esc(v)}</td>' if i == 0 else
+                                                     f"<td>{_value_html(v)}</td>" for i, v in enumerate(row)) + "</tr>"
+                      for row in rows) + "</tbody></table></div>")
+
+
 def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
     """The board as one self-contained HTML page: settings, the table, its caption, what the scores are
     measured against, failed runs, and the ``plots`` embedded as base64 PNGs (no script, no external file)."""
@@ -361,17 +384,16 @@ def html_page(board: Leaderboard, plots: Sequence[str | Path] = ()) -> str:
                        f'src="data:image/png;base64,{data}"><figcaption>{esc(name)}</figcaption></figure>')
     errors = "".join(f"<li>{esc(e['agent'])} on {esc(e['env'])} (seed {e['seed']}): "
                      f"{esc(e['error'].splitlines()[0] if e['error'] else '')}</li>" for e in board.errors)
-    headline = score_headline(board)
+    headline, ablations = score_headline(board), ablation_differences(board)
     headline_html = "" if headline is None else (
         '<h2>Methodology score</h2><p class="notes">Against the true optimum on a landscape, else the best known; '
         "0 is random search's expected curve, 1 the optimum from the first trial; mean [95 % interval] over "
-        'seeds. The detail follows.</p><div class="table"><table id="headline"><thead><tr>'
-        + "".join(f'<th class="text">{esc(h)}</th>' if i == 0 else f"<th>{esc(h)}</th>"
-                  for i, h in enumerate(headline[0])) + "</tr></thead><tbody>"
-        + "".join('<tr class="agent">' + "".join(f'<td class="text">{esc(v)}</td>' if i == 0 else
-                                                 f"<td>{_value_html(v)}</td>" for i, v in enumerate(row)) + "</tr>"
-                  for row in headline[1]) + "</tbody></table></div>")
-    settings = (f"{len(board.env_ids)} env(s), agents {', '.join(board.agents)}, seeds {board.seeds}, "
+        "seeds. The detail follows.</p>" + _summary_table("headline", *headline)
+        + ("" if ablations is None else
+           '<p class="notes">What the model adds: the score minus the ablation\'s, seed by seed (an agent and its '
+           "random-model ablation draw each seed's initial sample alike); mean [95 % interval], seeds won / "
+           "paired, Wilcoxon signed-rank p.</p>" + _summary_table("ablations", *ablations)))
+    settings = (f"{len(board.env_ids)} env(s), agents {', '.join(board.agents)}, seeds {_seed_text(board.seeds)}, "
                 f"budget {board.budget} measurements" + (f", {board.time_budget:g} s of tuning clock"
                                                          if board.time_budget else "") + ".")
     return f"""<!doctype html>

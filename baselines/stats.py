@@ -175,6 +175,17 @@ class PairedDifference:
                 "p_wilcoxon": self.p_wilcoxon, "above": self.above}
 
 
+def paired_text(diff: dict[str, Any] | None) -> str:
+    """A :class:`PairedDifference` (its JSON) in one cell: ``+0.05 [+0.01, +0.09] 27/40 p 0.031``."""
+    if not diff or diff["mean"] is None:
+        return "-"
+    low, high = diff["ci"]
+    interval = f" [{low:+.2f}, {high:+.2f}]" if low is not None else ""
+    p = diff["p_wilcoxon"]
+    return (f"{diff['mean']:+.2f}{interval} {diff['wins']}/{diff['n']} p "
+            + ("-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"))
+
+
 def paired_difference(a: Sequence[float | None], b: Sequence[float | None]) -> PairedDifference:
     """A - B over pairs (``a[i]`` with ``b[i]``; a pair with a missing side is dropped): the mean difference with
     its t interval, wins and losses, and the two-sided p-value of Wilcoxon's signed-rank test."""

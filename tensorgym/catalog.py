@@ -54,6 +54,10 @@ AGENTS: dict[str, "str | type"] = {
     "exhaustive": "tensorgym.agents.exhaustive:ExhaustiveAgent",
 }
 
+# Each learned agent's ablation: the same search with its cost model's scores replaced by uniform random ones, so
+# that the difference between the two is what the model contributes.
+ABLATIONS: dict[str, str] = {"ga": "ga-random-model", "dgd": "dgd-random-model"}
+
 # Task schedulers of networks: name -> class (``name`` attribute); ``tune(network_env, budget, ...)``.
 SCHEDULERS: dict[str, str] = {
     "round-robin": "tensorgym.agents.schedulers.round_robin:RoundRobinScheduler",

@@ -38,11 +38,11 @@ _run = synthetic_result
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     out = tmp_path_factory.mktemp("page")
-    board = Leaderboard(env_ids=["E1", "tensorgym/Matmul-v0[M=8,N=8,K=8]"], agents=["random", "ga"], seeds=[0, 1],
-                        budget=8, trial_points=(4, 8), time_points=(2.0,))
+    board = Leaderboard(env_ids=["E1", "tensorgym/Matmul-v0[M=8,N=8,K=8]"], agents=["random", "ga", "ga-random-model"],
+                        seeds=[0, 1], budget=8, trial_points=(4, 8), time_points=(2.0,))
     rng = np.random.default_rng(0)
     for env_id in board.env_ids:
-        for agent, scale in (("random", 50.0), ("ga", 80.0)):
+        for agent, scale in (("random", 50.0), ("ga", 80.0), ("ga-random-model", 60.0)):
             board.results[(env_id, agent)] = [_run(agent, list(scale * rng.random(8)), s) for s in (0, 1)]
         board.vendor[env_id] = [{"library": "numpy", "layout": "row-major", "gflops": 60.0}]
     board.errors.append({"env": "E1", "agent": "ga", "seed": 2, "error": "RuntimeError: <b>not html</b>\nmore"})
@@ -150,14 +150,27 @@ def test_the_headline_table_of_scores_comes_first(page):
     assert mean == pytest.approx(board.methodology_stats("E1", "ga")["score"].mean, abs=0.006)
 
 
+def test_below_the_headline_each_model_is_set_against_its_ablation_seed_by_seed(page):
+    board, _, path = page
+    text = path.read_text()
+    table = _parse(text).tables["ablations"]
+    assert table[0] == ["difference", *board.env_ids] and [row[0] for row in table[1:]] == ["ga - ga-random-model"]
+    assert text.index('id="headline"') < text.index('id="ablations"') < text.index('id="leaderboard"')
+    diffs = np.subtract(board.seed_scores("E1", "ga"), board.seed_scores("E1", "ga-random-model"))  # seeds 0, 1
+    mean, rest = table[1][1], table[1][2]  # the cell: its mean, then the interval and counts (which may wrap)
+    assert float(mean) == pytest.approx(diffs.mean(), abs=0.006)
+    assert f" {int((diffs > 0).sum())}/2 p " in rest  # seeds won / paired
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")
-def test_the_headline_fits_a_1400_pixel_window_in_a_headless_browser(page, tmp_path):
+@pytest.mark.parametrize("table", ["headline", "ablations"])
+def test_the_top_tables_fit_a_1400_pixel_window_in_a_headless_browser(page, tmp_path, table):
     _, _, path = page
-    probe = tmp_path / "probe.html"  # the page, plus a script that writes the headline's laid-out width into it
-    probe.write_text(path.read_text().replace("</body>", "<script>var t = document.getElementById('headline'); "
+    probe = tmp_path / "probe.html"  # the page, plus a script that writes the table's laid-out width into it
+    probe.write_text(path.read_text().replace("</body>", f"<script>var t = document.getElementById('{table}'); "
                                               "document.body.setAttribute('data-width', t.getBoundingClientRect()"
                                               ".right + ',' + window.innerWidth);</script></body>"))
     dom = _chromium(["--window-size=1400,900", "--dump-dom", probe.as_uri()])
     assert dom.returncode == 0, dom.stderr[-2000:]
     right, window = (float(v) for v in re.search(r'data-width="([\d.]+),([\d.]+)"', dom.stdout).groups())
-    assert window == 1400 and right <= window  # no column of the headline off-screen
+    assert window == 1400 and right <= window  # no column off-screen
