@@ -42,7 +42,7 @@ import numpy as np
 from tensorgym.tuner import TuningResult
 
 from . import methodology
-from .stats import PairedDifference, paired_difference
+from .stats import PairedDifference, paired_by_seed
 
 DEFAULT_TRIAL_POINTS = (16, 32, 64, 128)
 DEFAULT_TIME_POINTS = (60.0, 120.0)
@@ -258,9 +258,7 @@ class Leaderboard:
             runs = self.results.get((env_id, name), [])
             return dict(zip((r.seed for r in runs), self.seed_scores(env_id, name)))
 
-        mine, theirs = by_seed(agent), by_seed(other)
-        seeds = [seed for seed in mine if seed in theirs]
-        return paired_difference([mine[s] for s in seeds], [theirs[s] for s in seeds])
+        return paired_by_seed(by_seed(agent), by_seed(other))
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per env x agent, then one per vendor reference: the table as data."""

@@ -61,7 +61,7 @@ from tensorgym.text import format_table, slug
 from tensorgym.tuner import TuningResult
 
 from .methodology import Reference, seed_scores
-from .stats import compare_runs, geomean, intervals_overlap, mean_ci, paired_difference, paired_text
+from .stats import compare_runs, geomean, intervals_overlap, mean_ci, p_text, paired_by_seed, paired_text
 
 HEADLINE_RATIO = 0.95
 
@@ -108,9 +108,8 @@ def _walks(runs: Sequence[TuningResult]) -> dict[str, Any] | None:
 def _paired_scores(learned: Mapping[str, Any], ablation: Mapping[str, Any]) -> dict[str, Any]:
     """The learned agent's methodology score minus its ablation's, seed by seed (the seeds both ran): the two draw
     the same initial sample, so what the seeds share cancels."""
-    theirs = dict(zip(ablation["seeds"], ablation["score"]["values"]))
-    pairs = [(mine, theirs[seed]) for seed, mine in zip(learned["seeds"], learned["score"]["values"]) if seed in theirs]
-    return paired_difference([m for m, _ in pairs], [t for _, t in pairs]).to_json()
+    return paired_by_seed(dict(zip(learned["seeds"], learned["score"]["values"])),
+                          dict(zip(ablation["seeds"], ablation["score"]["values"]))).to_json()
 
 
 def variability(values: Sequence[float | None]) -> float | None:
@@ -283,10 +282,6 @@ def _percent(stat: Mapping[str, Any]) -> dict[str, Any]:
     return {**stat, "mean": scale(stat["mean"]), "ci": [scale(c) for c in stat["ci"]]}
 
 
-def _p(value: float | None) -> str:
-    return "-" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
-
-
 def _ratio(cmp: Mapping[str, Any] | None) -> str:
     if not cmp or cmp["ratio"] is None:
         return "-"
@@ -342,13 +337,13 @@ def render(report: Mapping[str, Any]) -> str:
             rho = entry["predictions"]["mean_rho"]
             opt = [_ci(_percent(entry[f"opt@{top}"]), 0)] if optimum else []
             cells.append([agent, str(len(entry["seeds"]))] + [_ci(entry[f"@{b}"]) for b in budgets] + opt
-                         + [_ratio(cmp), _p(cmp["p_welch"]) if cmp else "-"]
+                         + [_ratio(cmp), p_text(cmp["p_welch"]) if cmp else "-"]
                          + ([_ci(entry["re-timed"]), _ratio(entry.get(f"re-timed_vs_{reference}"))] if retimed else [])
                          + [_ci(entry[f"@{settings['dgd_seconds']:g}s"]), reach_text,
                             f"{rho['mean']:.2f}" if rho["mean"] is not None else "-"])
         lines.append(format_table(cells, header))
         for learned, by_budget in env["ablations"].items():
-            parts = [f"@{b}: x{_ratio(c)} (Welch p {_p(c['p_welch'])})" for b, c in
+            parts = [f"@{b}: x{_ratio(c)} (Welch p {p_text(c['p_welch'])})" for b, c in
                      ((b, by_budget[f"@{b}"]) for b in budgets)]
             lines.append(f"model contribution, {learned} / {ABLATIONS[learned]}: " + "; ".join(parts))
         for learned, ablation in ABLATIONS.items():
@@ -372,8 +367,9 @@ def render(report: Mapping[str, Any]) -> str:
             def pct(value: float | None) -> str:
                 return "-" if value is None else f"{100 * value:.1f} %"
 
-            lines.append(f"dgd@{settings['dgd_seconds']:g}s / ga@{trials} (runs: {settings.get('headline_dgd', 'dgd')}"
-                         f", {settings.get('headline_ga', 'ga')}): {_ratio(h)} (Welch p {_p(h['p_welch'])}){capped}")
+            runs = f"{settings.get('headline_dgd', 'dgd')}, {settings.get('headline_ga', 'ga')}"
+            lines.append(f"dgd@{settings['dgd_seconds']:g}s / ga@{trials} (runs: {runs}): {_ratio(h)} "
+                         f"(Welch p {p_text(h['p_welch'])}){capped}")
             if var:
                 lines.append(f"variability (max - min) / max over seeds: dgd@{settings['dgd_seconds']:g}s "
                              f"{pct(var['dgd_at_seconds'])}, dgd@{trials} {pct(var['dgd_at_trials'])}, "

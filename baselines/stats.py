@@ -26,7 +26,7 @@ variance at all) gives ``None``, never a made-up number.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,15 +175,24 @@ class PairedDifference:
                 "p_wilcoxon": self.p_wilcoxon, "above": self.above}
 
 
+def p_text(value: float | None) -> str:
+    """A p-value as a table shows it: three decimals, ``<0.001`` below that, ``-`` when unknown."""
+    return "-" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
+
+
 def paired_text(diff: dict[str, Any] | None) -> str:
     """A :class:`PairedDifference` (its JSON) in one cell: ``+0.05 [+0.01, +0.09] 27/40 p 0.031``."""
     if not diff or diff["mean"] is None:
         return "-"
     low, high = diff["ci"]
     interval = f" [{low:+.2f}, {high:+.2f}]" if low is not None else ""
-    p = diff["p_wilcoxon"]
-    return (f"{diff['mean']:+.2f}{interval} {diff['wins']}/{diff['n']} p "
-            + ("-" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"))
+    return f"{diff['mean']:+.2f}{interval} {diff['wins']}/{diff['n']} p {p_text(diff['p_wilcoxon'])}"
+
+
+def paired_by_seed(mine: Mapping[int, float | None], theirs: Mapping[int, float | None]) -> PairedDifference:
+    """:func:`paired_difference` of two agents' per-seed values (seed -> value), over the seeds both ran."""
+    seeds = [seed for seed in mine if seed in theirs]
+    return paired_difference([mine[s] for s in seeds], [theirs[s] for s in seeds])
 
 
 def paired_difference(a: Sequence[float | None], b: Sequence[float | None]) -> PairedDifference:
