@@ -109,7 +109,7 @@ def test_every_subcommand_has_help(capsys):
     commands = [a for a in parser._subparsers._group_actions[0].choices]  # noqa: SLF001 - argparse keeps them there
     assert {"list", "tune", "compare", "show", "microkernels"} <= set(commands)
     for argv in [["--help"], *([c, "--help"] for c in commands), ["microkernels", "calibrate", "--help"],
-                 ["microkernels", "show", "--help"]]:
+                 ["microkernels", "show", "--help"], ["microkernels", "time", "--help"]]:
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 0, argv

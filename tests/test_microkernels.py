@@ -254,3 +254,40 @@ def test_the_peak_kernel_s_variants_are_checked_in_one_line():
         calibration.PeakKernel(avx2, iterations=0)
     with pytest.raises(InvalidTypeError, match="chains must be an integer"):
         calibration.PeakKernel(avx2, chains=8.0)
+
+
+def test_a_microkernel_is_parsed_from_its_sizes():
+    assert Microkernel.parse("2,1,7") == Microkernel(2, 1, 7, 1, 1, 1)
+    assert Microkernel.parse("1,2,3,4,1,3") == Microkernel(1, 2, 3, 4, 1, 3)
+    for bad in ("2,1", "2,x,7", "1,2,3,4,5,6,7", ""):
+        with pytest.raises(ValueError, match="vec,h,w"):
+            Microkernel.parse(bad)
+    with pytest.raises(ValueError, match="positive integer"):
+        Microkernel.parse("2,0,7")
+
+
+def test_time_measures_chosen_microkernels_the_rules_allow_or_not(capsys):
+    from tensorgym.cli import main
+
+    # One the register rules allow on any x86 target and one past every register file (40 accumulators).
+    assert main(["microkernels", "time", "1,1,4", "1,5,8", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    regs = local_cpu().vector_registers
+    assert "fp32 FMA peak" in out and "round 1" in out and "round 2" not in out
+    rows = {line.split()[0] + " " + line.split()[1]: line for line in out.splitlines() if line.startswith("vec")}
+    assert f"6 of {regs}" in rows["vec1 h1"] and f"42 of {regs}" in rows["vec1 h5"]
+    assert rows["vec1 h5"].split()[9] == "no"  # not enumerated by the calibration: too many live registers
+    assert all("%" in line for line in rows.values())  # each measured, as a share of the round's peak
+
+
+def test_time_rejects_bad_input_in_one_line(capsys):
+    from tensorgym.calibration import time_microkernels
+    from tensorgym.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["microkernels", "time", "2,1"])
+    assert "vec,h,w[,c,r,s]" in capsys.readouterr().err
+    assert main(["microkernels", "time", "1,1,4", "--rounds", "0"]) == 2
+    assert "rounds must be >= 1" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no microkernel"):
+        time_microkernels([])

@@ -1,10 +1,12 @@
-"""``tensorgym microkernels calibrate|show``: the machine's microkernel catalogue (seed 003).
+"""``tensorgym microkernels calibrate|show|time``: the machine's microkernel catalogue (seed 003).
 
   tensorgym microkernels calibrate [--quick | --paper] [--threshold 0.8] [--force] [--cache-dir DIR]
         measure the FMA peak and every candidate microkernel once (a stored
         catalogue of this machine is reused unless --force)
   tensorgym microkernels show [--threshold T] [--all] [--cache-dir DIR]
         the kept microkernels with their % of the measured peak, grouped by class
+  tensorgym microkernels time VEC,H,W[,C,R,S] ... [--target x86-64-v3] [--rounds 2]
+        time chosen microkernels, the register rules' or not (does a 2 x 7 tile spill in AVX2's 16 registers?)
 
 """
 
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 
-from tensorgym.calibration import calibrate
+from tensorgym.calibration import calibrate, time_microkernels
 from tensorgym.spaces.microkernel import DEFAULT_THRESHOLD, load_catalogue
+from tensorgym.spaces.microkernel.catalogue import EnumerationRules, Microkernel
+from tensorgym.target import RUNNABLE_PROFILES, resolve_target
 
 from .args import fraction
 
@@ -41,6 +45,15 @@ def add_parser(subparsers) -> None:
     p.add_argument("--all", action="store_true", help="list every measured candidate, kept or not")
     p.add_argument("--cache-dir", default=None, help="catalogue directory")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("time", help="time chosen microkernels (whether or not the register rules allow them)")
+    p.add_argument("microkernels", nargs="+", type=_microkernel, metavar="VEC,H,W[,C,R,S]",
+                   help="a microkernel's sizes: vectors of output channels, output rows and columns, then input "
+                        "channels and filter rows and columns per step (default 1 each), e.g. 2,1,7")
+    p.add_argument("--target", default="llvm", choices=("llvm", "native", *RUNNABLE_PROFILES),
+                   help="this CPU (default), or this CPU restricted to a profile such as x86-64-v3")
+    p.add_argument("--rounds", type=int, default=2, help="times each is timed, in rounds over all of them (2)")
+    p.set_defaults(func=cmd_time)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -78,6 +91,35 @@ def cmd_show(args: argparse.Namespace) -> int:
         for mk in members:
             entry = cat.entry(mk)
             print("  " + _row(f"h={mk.h}", entry.gflops, cat.peak_gflops, ""))
+    return 0
+
+
+def _microkernel(text: str) -> Microkernel:
+    try:
+        return Microkernel.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    target = resolve_target(args.target)
+    rules = EnumerationRules.for_target(target)
+    rounds = time_microkernels(args.microkernels, target, rounds=args.rounds)
+    peaks = [peak for peak, _ in rounds]
+    print(f"{target.label}: {target.vector_lanes_fp32} fp32 lanes, {target.vector_registers} vector registers; "
+          f"fp32 FMA peak {' / '.join(f'{p:.1f}' for p in peaks)} GFLOP/s (each round's)")
+    print(f"{'microkernel':<24} {'live registers':>14}  {'calibrated':<10} " + " ".join(
+        f"{'round ' + str(i + 1):>16}" for i in range(len(rounds))))
+    for i, mk in enumerate(args.microkernels):
+        cells = []
+        for peak, entries in rounds:
+            entry = entries[i]
+            cells.append(f"{entry.gflops:7.1f} ({100 * entry.gflops / peak:3.0f} %)" if entry.gflops
+                         else f"{entry.status:>16}")
+        print(f"{mk.label:<24} {mk.live_registers:>8} of {target.vector_registers:<3}  "
+              f"{'yes' if rules.allows(mk) else 'no':<10} " + " ".join(f"{c:>16}" for c in cells))
+    print("GFLOP/s on all cores (% of that round's peak); live registers: accumulators, one step's weights and a "
+          "broadcast; calibrated: whether `microkernels calibrate` enumerates it on this target")
     return 0
 
 

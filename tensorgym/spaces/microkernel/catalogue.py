@@ -120,6 +120,18 @@ class Microkernel:
     def from_key(key: Sequence[int]) -> "Microkernel":
         return Microkernel(*(int(k) for k in key))
 
+    @staticmethod
+    def parse(text: str) -> "Microkernel":
+        """``"vec,h,w[,c,r,s]"`` (``c``, ``r``, ``s`` default to 1), as the command line takes one."""
+        parts = text.split(",")
+        try:
+            sizes = [int(p) for p in parts]
+        except ValueError:
+            sizes = []
+        if not 3 <= len(sizes) <= 6:
+            raise ValueError(f"a microkernel is vec,h,w[,c,r,s] in positive integers (e.g. 2,1,7), got {text!r}")
+        return Microkernel(*sizes)
+
 
 @dataclass(frozen=True)
 class EnumerationRules:
