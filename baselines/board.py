@@ -246,7 +246,7 @@ class Leaderboard:
         return {"score": Stat((scores.trials,)), "score(t)": Stat((scores.time,)),
                 "AUC": Stat(tuple(methodology.area_under_curve(r, trials, optimum) for r in runs))}
 
-    def seed_scores(self, env_id: str, agent: str) -> list[float]:
+    def seed_scores(self, env_id: str, agent: str) -> list[float | None]:
         """Each of ``agent``'s runs' own methodology score over trials: their mean is the ``score`` column, their
         spread its interval over seeds (:func:`.methodology.seed_scores`)."""
         return methodology.seed_scores(self.results.get((env_id, agent), []), self.methodology_reference(env_id))

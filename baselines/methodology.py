@@ -250,17 +250,18 @@ def score_runs(results: Sequence[TuningResult], ref: Reference | None) -> Scores
                   score(by_time, ref.baseline_time(), ref.optimum))
 
 
-def seed_scores(results: Sequence[TuningResult], ref: Reference | None) -> list[float]:
-    """Each run's own score over trials against ``ref`` (empty when the score is not defined).
+def seed_scores(results: Sequence[TuningResult], ref: Reference | None) -> list[float | None]:
+    """Each run's own score over trials against ``ref``, in the runs' order (None for a run that made no trial, so
+    the scores stay aligned with the runs' seeds; empty when the score is not defined).
 
     ``P`` is linear in the curve, so their mean is :func:`score_runs`' score of the mean curve exactly, and their
-    spread over seeds gives that score a confidence interval (:func:`.stats.mean_ci`).
+    spread over seeds gives that score a confidence interval (:func:`.stats.mean_ci`, which skips the Nones).
     """
-    runs = [r for r in results if r.trials]
-    if ref is None or not runs:
+    if ref is None or not any(r.trials for r in results):
         return []
     baseline = ref.baseline_trials()
-    return [score([r.best_at(trials=m) for m in range(1, ref.trials + 1)], baseline, ref.optimum) for r in runs]
+    return [score([r.best_at(trials=m) for m in range(1, ref.trials + 1)], baseline, ref.optimum) if r.trials
+            else None for r in results]
 
 
 def area_under_curve(result: TuningResult, trials: int, optimum: float) -> float | None:

@@ -151,3 +151,21 @@ def test_each_seeds_score_averages_to_the_score_of_the_mean_curve():
     assert len(per_seed) == 7 and len(set(per_seed)) > 1
     assert np.mean(per_seed) == pytest.approx(methodology.score_runs(runs, ref).trials)  # P is linear in C
     assert methodology.seed_scores(runs, None) == []
+
+
+def test_a_run_without_trials_keeps_its_place_so_seeds_pair_correctly():
+    from tensorgym.baselines.learning import analyse
+
+    ref = methodology.exhaustive_reference(SKEWED, seconds_per_trial=1.0, trials=6)
+    runs = [_run("dgd", list(SKEWED[:6]), 0), _run("dgd", [], 1), _run("dgd", list(SKEWED[6:12]), 2)]
+    scores = methodology.seed_scores(runs, ref)
+    assert len(scores) == 3 and scores[1] is None and None not in (scores[0], scores[2])
+    # The ablation's seed 2 equals DGD's seed 2; seed 0 differs. Were seed 1's empty run dropped, DGD's seed 2 would
+    # be paired with the ablation's seed 1.
+    blind = [_run("dgd-random-model", list(SKEWED[6:12]), 0), _run("dgd-random-model", list(SKEWED[:6]), 1),
+             _run("dgd-random-model", list(SKEWED[6:12]), 2)]
+    report = analyse({"E": {"dgd": runs, "dgd-random-model": blind}}, budgets=(6,), dgd_seconds=1.0,
+                     references={"E": ref})
+    paired = report["envs"]["E"]["ablations"]["dgd"]["score_paired"]
+    first_difference = scores[0] - methodology.seed_scores(blind, ref)[0]  # seed 2's difference is 0
+    assert paired["n"] == 2 and paired["mean"] == pytest.approx(first_difference / 2)

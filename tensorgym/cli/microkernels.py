@@ -18,6 +18,7 @@ from tensorgym.calibration import calibrate, time_microkernels
 from tensorgym.spaces.microkernel import DEFAULT_THRESHOLD, load_catalogue
 from tensorgym.spaces.microkernel.catalogue import EnumerationRules, Microkernel
 from tensorgym.target import RUNNABLE_PROFILES, resolve_target
+from tensorgym.text import format_table
 
 from .args import fraction
 
@@ -108,16 +109,12 @@ def cmd_time(args: argparse.Namespace) -> int:
     peaks = [peak for peak, _ in rounds]
     print(f"{target.label}: {target.vector_lanes_fp32} fp32 lanes, {target.vector_registers} vector registers; "
           f"fp32 FMA peak {' / '.join(f'{p:.1f}' for p in peaks)} GFLOP/s (each round's)")
-    print(f"{'microkernel':<24} {'live registers':>14}  {'calibrated':<10} " + " ".join(
-        f"{'round ' + str(i + 1):>16}" for i in range(len(rounds))))
-    for i, mk in enumerate(args.microkernels):
-        cells = []
-        for peak, entries in rounds:
-            entry = entries[i]
-            cells.append(f"{entry.gflops:7.1f} ({100 * entry.gflops / peak:3.0f} %)" if entry.gflops
-                         else f"{entry.status:>16}")
-        print(f"{mk.label:<24} {mk.live_registers:>8} of {target.vector_registers:<3}  "
-              f"{'yes' if rules.allows(mk) else 'no':<10} " + " ".join(f"{c:>16}" for c in cells))
+    rows = [[mk.label, f"{mk.live_registers} of {target.vector_registers}", "yes" if rules.allows(mk) else "no"]
+            + [f"{entries[i].gflops:.1f} ({100 * entries[i].gflops / peak:.0f} %)" if entries[i].gflops
+               else entries[i].status for peak, entries in rounds]
+            for i, mk in enumerate(args.microkernels)]
+    print(format_table(rows, ["microkernel", "live registers", "calibrated",
+                              *(f"round {i + 1}" for i in range(len(rounds)))]))
     print("GFLOP/s on all cores (% of that round's peak); live registers: accumulators, one step's weights and a "
           "broadcast; calibrated: whether `microkernels calibrate` enumerates it on this target")
     return 0

@@ -123,9 +123,8 @@ class Microkernel:
     @staticmethod
     def parse(text: str) -> "Microkernel":
         """``"vec,h,w[,c,r,s]"`` (``c``, ``r``, ``s`` default to 1), as the command line takes one."""
-        parts = text.split(",")
         try:
-            sizes = [int(p) for p in parts]
+            sizes = [int(p) for p in text.split(",")]
         except ValueError:
             sizes = []
         if not 3 <= len(sizes) <= 6:
